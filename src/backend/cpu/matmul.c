@@ -1,0 +1,250 @@
+#include "backend/cpu/matmul.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/dtype.h"
+#include "core/quant.h"
+#include "core/util.h"
+
+/* ---- ISA selection ---------------------------------------------------------------------- */
+
+static rf_isa cpu_isa(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return RF_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RF_ISA_AVX2;
+#endif
+    return RF_ISA_SCALAR;
+}
+
+rf_isa rf_isa_best(void) {
+    rf_isa best = cpu_isa();
+    const char *env = getenv("ROCMFORGE_ISA");
+    if (env && *env) {
+        rf_isa want = best;
+        if (!strcmp(env, "scalar")) want = RF_ISA_SCALAR;
+        else if (!strcmp(env, "avx2")) want = RF_ISA_AVX2;
+        else if (!strcmp(env, "avx512")) want = RF_ISA_AVX512;
+        if (want < best) best = want;
+    }
+    return best;
+}
+
+const char *rf_isa_name(rf_isa isa) {
+    switch (isa) {
+    case RF_ISA_SCALAR: return "scalar";
+    case RF_ISA_AVX2: return "avx2";
+    case RF_ISA_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+/* ---- Portable pieces -------------------------------------------------------------------- */
+
+static float dot_f32_c(const float *a, const float *b, int64_t n) {
+    /* Four partial sums: keeps the scalar fallback from being one long dependency chain. */
+    float s[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) s[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) s[0] += a[i] * b[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static int quantize_x_c(const float *x, int64_t n, int8_t *q, float *d, float *dsum, int16_t *s16) {
+    int bad = 0;
+    for (int64_t b = 0; b < n / 32; b++, x += 32, q += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) {
+            bad |= !isfinite(x[i]);
+            amax = fmaxf(amax, fabsf(x[i]));
+        }
+        if (amax > 0 && amax < 1e-30f) bad = 1;
+        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        int s[2] = {0, 0};
+        for (int i = 0; i < 32; i++) {
+            const float v = isfinite(x[i]) ? x[i] * id : 0.0f;
+            q[i] = (int8_t)lrintf(v);
+            s[i / 16] += q[i];
+        }
+        d[b] = amax / 127.0f;
+        dsum[b] = d[b] * (float)(s[0] + s[1]);
+        s16[2 * b] = (int16_t)s[0];
+        s16[2 * b + 1] = (int16_t)s[1];
+    }
+    return bad;
+}
+
+static const rf_mm_kernels *kernels_for(rf_isa isa) {
+    static rf_mm_kernels tab[3];
+    static int ready; /* benign race: every thread computes the same table */
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        rf_mm_kernels k[3];
+        memset(k, 0, sizeof k);
+        for (int i = 0; i < 3; i++) k[i].dot_f32 = dot_f32_c;
+        const rf_isa have = cpu_isa();
+        if (have >= RF_ISA_AVX2) rf_mm_kernels_avx2(&k[1]);
+        if (have >= RF_ISA_AVX512) {
+            k[2] = k[1];
+            rf_mm_kernels_avx512(&k[2]);
+        }
+        memcpy(tab, k, sizeof tab);
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    if (isa > cpu_isa()) isa = cpu_isa();
+    return &tab[isa];
+}
+
+/* ---- Driver ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const rf_mm_kernels *k;
+    uint32_t type;
+    const uint8_t *w;
+    uint64_t row_bytes;
+    int64_t n_out, n_in, n_tok;
+    const float *x;
+    float *y;
+    rf_xq8 xq;              /* valid when use_q8 */
+    int use_q8;
+    const uint8_t *tok_bad; /* [n_tok]: token must take the f32 path (q8 mode only) */
+    int64_t n_bad;
+    int8_t *qbuf;           /* quantization output, filled by the quantize pass */
+    float *dbuf, *dsbuf;
+    int16_t *sbuf;
+    uint8_t *badbuf;
+} mm_ctx;
+
+/* Rows [r0, r1) of thread ith among nth: contiguous, balanced, multiples of 4 where possible so
+ * that threads do not share cache lines of y for n_tok == 1. */
+static void split_rows(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
+    const int64_t units = (n + 3) / 4;
+    *r0 = RF_MIN(n, units * ith / nth * 4);
+    *r1 = RF_MIN(n, units * (ith + 1) / nth * 4);
+}
+
+static void quantize_pass(void *ctx_, int ith, int nth) {
+    mm_ctx *c = ctx_;
+    const int64_t nb = c->n_in / 32;
+    int (*qx)(const float *, int64_t, int8_t *, float *, float *, int16_t *) =
+        c->k->quantize_x ? c->k->quantize_x : quantize_x_c;
+    for (int64_t t = ith; t < c->n_tok; t += nth)
+        c->badbuf[t] = (uint8_t)(qx(c->x + t * c->n_in, c->n_in, c->qbuf + t * c->n_in, c->dbuf + t * nb,
+                                    c->dsbuf + t * nb, c->sbuf + t * 2 * nb) != 0);
+}
+
+/* Generic path: decode each row once with the reference decoder, dot it with every token
+ * (or only the tokens flagged bad when only_bad). */
+static void rows_generic(const mm_ctx *c, int64_t r0, int64_t r1, int only_bad) {
+    float *row = rf_xmalloc(sizeof(float) * (size_t)c->n_in);
+    for (int64_t o = r0; o < r1; o++) {
+        rf_dequantize_row(c->type, c->w + (uint64_t)o * c->row_bytes, row, c->n_in);
+        for (int64_t t = 0; t < c->n_tok; t++) {
+            if (only_bad && !c->tok_bad[t]) continue;
+            c->y[t * c->n_out + o] = c->k->dot_f32(row, c->x + t * c->n_in, c->n_in);
+        }
+    }
+    free(row);
+}
+
+/* Row tile so that the tile's weights (~48 KiB) stay cached while all tokens pass over them. */
+static int64_t tile_rows(const mm_ctx *c) {
+    if (c->n_tok <= 4) return 1 << 30;
+    int64_t r = (int64_t)(48 * 1024 / (c->row_bytes ? c->row_bytes : 1));
+    return RF_MAX(4, RF_MIN(r, 64));
+}
+
+static void mm_worker(void *ctx_, int ith, int nth) {
+    const mm_ctx *c = ctx_;
+    int64_t r0, r1;
+    split_rows(c->n_out, ith, nth, &r0, &r1);
+    if (r0 >= r1) return;
+    rf_dot_q8_fn kq = c->use_q8 ? c->k->q8[c->type] : NULL;
+    rf_dot_f32_fn kf = c->use_q8 ? NULL : c->k->f32[c->type];
+    if (!kq && !kf) {
+        rows_generic(c, r0, r1, 0);
+        return;
+    }
+    const int64_t tr = tile_rows(c);
+    float out[4];
+    for (int64_t a = r0; a < r1; a += tr) {
+        const int64_t b = RF_MIN(r1, a + tr);
+        for (int64_t t0 = 0; t0 < c->n_tok; t0 += 4) {
+            const int nt = (int)RF_MIN(4, c->n_tok - t0);
+            for (int64_t o = a; o < b; o++) {
+                const uint8_t *wr = c->w + (uint64_t)o * c->row_bytes;
+                if (kq) kq(wr, &c->xq, t0, nt, out);
+                else kf(wr, c->n_in, c->x + t0 * c->n_in, nt, out);
+                for (int j = 0; j < nt; j++) c->y[(t0 + j) * c->n_out + o] = out[j];
+            }
+        }
+    }
+    if (kq && c->n_bad) rows_generic(c, r0, r1, 1);
+}
+
+/* Per calling thread scratch for the quantized activations, grown on demand and kept: a decode
+ * step calls rf_matmul hundreds of times with the same shapes. */
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} scratch;
+
+static void *scratch_get(size_t n) {
+    if (scratch.n < n) {
+        free(scratch.p);
+        scratch.p = rf_xmalloc(n);
+        scratch.n = n;
+    }
+    return scratch.p;
+}
+
+void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+               const float *x, int64_t n_tok, float *y) {
+    const rf_type_info *ti = rf_type_get(type);
+    uint64_t row_bytes = 0;
+    if (!ti || !ti->supported || n_in <= 0 || !rf_row_bytes(type, (uint64_t)n_in, &row_bytes)) {
+        fprintf(stderr, "rf_matmul: unsupported type %s or bad row length %lld\n", rf_type_name(type),
+                (long long)n_in);
+        abort();
+    }
+    if (n_out <= 0 || n_tok <= 0) return;
+    mm_ctx c = {0};
+    c.k = kernels_for(isa);
+    c.type = type;
+    c.w = w;
+    c.row_bytes = row_bytes;
+    c.n_out = n_out;
+    c.n_in = n_in;
+    c.n_tok = n_tok;
+    c.x = x;
+    c.y = y;
+    c.use_q8 = isa != RF_ISA_SCALAR && c.k->q8[type] != NULL && n_in % 32 == 0;
+    if (c.use_q8) {
+        const int64_t nb = n_in / 32;
+        const size_t qbytes = (size_t)(n_tok * n_in + 63) & ~(size_t)63;
+        const size_t fbytes = sizeof(float) * (size_t)(n_tok * nb);
+        const size_t sbytes = sizeof(int16_t) * (size_t)(n_tok * nb * 2);
+        uint8_t *s = scratch_get(qbytes + 2 * fbytes + sbytes + (size_t)n_tok + 64);
+        c.qbuf = (int8_t *)s;
+        c.dbuf = (float *)(s + qbytes);
+        c.dsbuf = (float *)(s + qbytes + fbytes);
+        c.sbuf = (int16_t *)(s + qbytes + 2 * fbytes);
+        c.badbuf = s + qbytes + 2 * fbytes + sbytes;
+        if (n_tok == 1 || !tp) quantize_pass(&c, 0, 1);
+        else rf_threadpool_run(tp, quantize_pass, &c);
+        for (int64_t t = 0; t < n_tok; t++) c.n_bad += c.badbuf[t];
+        c.tok_bad = c.badbuf;
+        c.xq = (rf_xq8){n_in, c.qbuf, c.dbuf, c.dsbuf, c.sbuf};
+        if (c.n_bad == n_tok) c.use_q8 = 0; /* all rows non-finite: plain f32 path */
+    }
+    if (!c.use_q8 && isa == RF_ISA_SCALAR) c.k = kernels_for(RF_ISA_SCALAR);
+    if (tp && rf_threadpool_size(tp) > 1 && n_out > 1) rf_threadpool_run(tp, mm_worker, &c);
+    else mm_worker(&c, 0, 1);
+}

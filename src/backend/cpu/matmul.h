@@ -1,0 +1,38 @@
+/* matmul.h: CPU matrix multiplication directly on GGUF weight blocks.
+ *
+ * Contract of rf_matmul: y[t*n_out + o] = sum_i W[o][i] * x[t*n_in + i] for t < n_tok, o < n_out.
+ * W is n_out contiguous rows of n_in elements of `type` (row bytes = rf_row_bytes(type, n_in));
+ * x is f32 [n_tok][n_in]; y is f32 [n_tok][n_out] and must not alias x. n_in must be a multiple
+ * of the type's block size and the type must be `supported` (dtype.h); anything else is a
+ * programming error and aborts with a message. tp may be NULL (single-threaded).
+ *
+ * Precision: F32/F16/BF16 are computed in f32. For quantized types at the AVX2/AVX-512 levels x
+ * is quantized to int8 per 32 elements (scale = max|x|/127) and the block products are summed
+ * exactly in int32 before scaling, so y is within ~1e-2 of the exact result relative to
+ * sum_i |W[o][i] x[i]| (in practice ~2e-3). Token rows of x holding NaN/inf (or values so small
+ * their int8 scale would be subnormal) skip the int8 path and use the f32 path, so NaN/inf
+ * propagate exactly as in an f32 dot product. The scalar level decodes each weight row with
+ * rf_dequantize_row and accumulates in f32: the reference-quality fallback.
+ *
+ * Work is split across the pool's threads by output rows. The whole matrix is never expanded:
+ * at most one decoded row per thread exists at a time. For n_tok > 1 rows are processed in tiles
+ * small enough to stay in L1/L2 while every token passes over them.
+ */
+#ifndef RF_MATMUL_H
+#define RF_MATMUL_H
+
+#include <stdint.h>
+
+#include "backend/cpu/threadpool.h"
+
+typedef enum { RF_ISA_SCALAR = 0, RF_ISA_AVX2 = 1, RF_ISA_AVX512 = 2 } rf_isa;
+
+/* Highest level this CPU (and OS) supports; the environment variable ROCMFORGE_ISA =
+ * scalar|avx2|avx512 lowers it (never raises it above what the CPU has). */
+rf_isa rf_isa_best(void);
+const char *rf_isa_name(rf_isa isa);
+
+void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+               const float *x, int64_t n_tok, float *y);
+
+#endif

@@ -1,0 +1,44 @@
+/* matmul_kernels.h: internal interface between the matmul driver (matmul.c) and its per-ISA
+ * kernels (matmul_avx2.c, matmul_avx512.c). Not part of the public API.
+ *
+ * Activations for the int8 path: every token row of x is cut into 32-element blocks, each
+ * quantized as q = round(x / d), d = max|x| / 127 (q in -127..127). Per block the driver also
+ * keeps d * sum(q) (for the constant offsets/mins of weight formats) and per 16 elements the
+ * integer sum of q (for Q6_K's 16-element sub-blocks).
+ */
+#ifndef RF_MATMUL_KERNELS_H
+#define RF_MATMUL_KERNELS_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+typedef struct {
+    int64_t n_in;
+    const int8_t *q;     /* [n_tok][n_in] */
+    const float *d;      /* [n_tok][n_in/32] */
+    const float *dsum;   /* [n_tok][n_in/32] d * sum of the block's q */
+    const int16_t *s16;  /* [n_tok][n_in/16] sum of each 16 q */
+} rf_xq8;
+
+/* Dot products of one weight row (n_in elements) with tokens t0 .. t0+nt-1 (1 <= nt <= 4):
+ * out[j] = row . x[t0 + j]. */
+typedef void (*rf_dot_q8_fn)(const uint8_t *w, const rf_xq8 *x, int64_t t0, int nt, float *out);
+/* Same for f32 activations (x rows of n_in floats, token j at x + j*n_in). */
+typedef void (*rf_dot_f32_fn)(const uint8_t *w, int64_t n_in, const float *x, int nt, float *out);
+
+typedef struct {
+    rf_dot_q8_fn q8[RF_TYPE_COUNT];   /* int8-activation kernels, NULL where absent */
+    rf_dot_f32_fn f32[RF_TYPE_COUNT]; /* f32-activation kernels (F32/F16/BF16), NULL where absent */
+    /* sum_i a[i]*b[i] in f32 (used by the generic decode-then-dot path). */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    /* Quantizes n (multiple of 32) floats as described above; returns nonzero if the row must
+     * take the f32 path (a NaN/inf, or a block whose scale would be subnormal). NULL: use the
+     * portable C version. */
+    int (*quantize_x)(const float *x, int64_t n, int8_t *q, float *d, float *dsum, int16_t *s16);
+} rf_mm_kernels;
+
+void rf_mm_kernels_avx2(rf_mm_kernels *k);
+void rf_mm_kernels_avx512(rf_mm_kernels *k); /* fills over an AVX2 table */
+
+#endif

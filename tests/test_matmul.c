@@ -1,0 +1,266 @@
+/* rf_matmul against the exact reference (each row decoded with rf_dequantize_row, dot products
+ * in double) for every supported weight type, every ISA level this CPU has, 1 and 3 threads,
+ * sizes that are not multiples of the SIMD width or the thread count; plus zeros, large and tiny
+ * magnitudes, NaN/inf propagation, and the thread pool itself.
+ *
+ * Tolerance, per output element: |y - ref| <= tol * sum_i |W[o][i] * x[i]| + 1e-30, with
+ *   tol = 1e-4 for the f32 paths (F32/F16/BF16 at every level, every type at the scalar level:
+ *         f32 accumulation of <= 768 terms),
+ *   tol = 1e-2 for quantized types at the AVX2/AVX-512 levels (x quantized to int8 per 32;
+ *         the measured worst is printed with RF_TEST_VERBOSE=1, typically ~2e-3),
+ * and for the int8 path also sqrt(sum err^2) / sqrt(sum (sum_i |W x|)^2) <= 4e-3 over the output.
+ * (An int8 block scale is set by the block's largest |x|: one huge outlier zeroes its 31
+ * neighbours, as in ggml's q8 dot products; the edge test uses a moderate outlier.) */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/threadpool.h"
+#include "core/dtype.h"
+#include "core/quant.h"
+#include "core/util.h"
+#include "test.h"
+
+static void f2h(uint8_t *p, float f) {
+    uint16_t h = rf_fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Offsets of the f16 scale fields per block, so random blocks get sane scales. */
+static int f16_fields(uint32_t type, int off[2]) {
+    switch (type) {
+    case RF_TYPE_Q4_0: case RF_TYPE_Q5_0: case RF_TYPE_Q8_0: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+        off[0] = 0; return 1;
+    case RF_TYPE_Q4_1: case RF_TYPE_Q5_1: case RF_TYPE_Q4_K: case RF_TYPE_Q5_K:
+        off[0] = 0; off[1] = 2; return 2;
+    case RF_TYPE_Q2_K: off[0] = 80; off[1] = 82; return 2;
+    case RF_TYPE_Q3_K: off[0] = 108; return 1;
+    case RF_TYPE_Q6_K: off[0] = 208; return 1;
+    }
+    return 0;
+}
+
+/* Random weights of `type`: random bytes with sane f16 scales for block types, random values
+ * for the plain float types. */
+static uint8_t *random_weights(uint32_t type, int64_t n_out, int64_t n_in, uint64_t *row_bytes) {
+    const rf_type_info *ti = rf_type_get(type);
+    rf_row_bytes(type, (uint64_t)n_in, row_bytes);
+    const size_t total = (size_t)(*row_bytes * (uint64_t)n_out);
+    uint8_t *w = malloc(total + 1);
+    if (ti->block_elems == 1) {
+        float *tmp = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t o = 0; o < n_out; o++) {
+            for (int64_t i = 0; i < n_in; i++) tmp[i] = test_randf(-1, 1);
+            rf_quantize_row(type, tmp, w + (uint64_t)o * *row_bytes, n_in);
+        }
+        free(tmp);
+        return w;
+    }
+    for (size_t i = 0; i < total; i++) w[i] = (uint8_t)test_rng();
+    int off[2];
+    const int nf = f16_fields(type, off);
+    for (size_t b = 0; b < total / ti->block_bytes; b++)
+        for (int f = 0; f < nf; f++) f2h(w + b * ti->block_bytes + off[f], test_randf(-0.05f, 0.05f));
+    return w;
+}
+
+/* ref[t][o] and mag[t][o] = sum |w x| in double. */
+static void reference(uint32_t type, const uint8_t *w, uint64_t row_bytes, int64_t n_out, int64_t n_in,
+                      const float *x, int64_t n_tok, double *ref, double *mag) {
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    for (int64_t o = 0; o < n_out; o++) {
+        rf_dequantize_row(type, w + (uint64_t)o * row_bytes, row, n_in);
+        for (int64_t t = 0; t < n_tok; t++) {
+            double s = 0, m = 0;
+            for (int64_t i = 0; i < n_in; i++) {
+                s += (double)row[i] * (double)x[t * n_in + i];
+                m += fabs((double)row[i] * (double)x[t * n_in + i]);
+            }
+            ref[t * n_out + o] = s;
+            mag[t * n_out + o] = m;
+        }
+    }
+    free(row);
+}
+
+static int is_int8_path(uint32_t type, rf_isa isa) {
+    return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
+}
+
+static double worst_rel[RF_TYPE_COUNT][3];
+
+/* Compares y with the reference; returns the number of bad elements. */
+static int compare(uint32_t type, rf_isa isa, const float *y, const double *ref, const double *mag, int64_t n,
+                   const char *what) {
+    const double tol = is_int8_path(type, isa) ? 1e-2 : 1e-4;
+    int bad = 0;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)y[i] - ref[i]);
+        if (!(e <= tol * mag[i] + 1e-30)) {
+            if (!bad)
+                fprintf(stderr, "  %s %s %s: element %lld: y %.9g ref %.9g (|wx| %.3g)\n", what,
+                        rf_type_name(type), rf_isa_name(isa), (long long)i, y[i], ref[i], mag[i]);
+            bad++;
+        }
+        if (mag[i] > 0 && e / mag[i] > worst_rel[type][isa]) worst_rel[type][isa] = e / mag[i];
+        num += e * e;
+        den += mag[i] * mag[i];
+    }
+    /* whole-output error relative to the typical product scale sqrt(sum mag^2) */
+    if (is_int8_path(type, isa) && den > 0 && sqrt(num / den) > 4e-3) {
+        fprintf(stderr, "  %s %s %s: rel L2 %.4g\n", what, rf_type_name(type), rf_isa_name(isa), sqrt(num / den));
+        bad++;
+    }
+    return bad;
+}
+
+static void test_random(rf_threadpool *tp3, rf_isa best) {
+    static const int shapes[][3] = {/* n_out, n_tok, blocks (odd counts for 1-element types) */
+                                    {1, 1, 1}, {3, 2, 2}, {17, 5, 3}, {67, 1, 3}, {5, 33, 1}, {67, 33, 2}, {4, 4, 5}};
+    for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {
+        const rf_type_info *ti = rf_type_get(type);
+        if (!ti || !ti->supported) continue;
+        for (size_t s = 0; s < RF_ARRAY_LEN(shapes); s++) {
+            const int64_t n_out = shapes[s][0], n_tok = shapes[s][1];
+            /* plain types: odd lengths (1, 33, 67, ...) that leave SIMD tails */
+            const int64_t n_in = ti->block_elems == 1 ? (int64_t)(34 * shapes[s][2] - 1) : (int64_t)ti->block_elems * shapes[s][2];
+            uint64_t rb;
+            uint8_t *w = random_weights(type, n_out, n_in, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+            for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-2, 2);
+            double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out));
+            double *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
+            reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+            float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+            for (int isa = 0; isa <= (int)best; isa++) {
+                for (int th = 0; th < 2; th++) {
+                    for (int64_t i = 0; i < n_tok * n_out; i++) y[i] = NAN;
+                    rf_matmul(th ? tp3 : NULL, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+                    char what[96];
+                    snprintf(what, sizeof what, "%lldx%lld tok %lld th %d", (long long)n_out, (long long)n_in,
+                             (long long)n_tok, th ? 3 : 1);
+                    const int bad = compare(type, (rf_isa)isa, y, ref, mag, n_tok * n_out, what);
+                    CHECK(bad == 0, "%s %s %s: %d bad elements", rf_type_name(type), rf_isa_name((rf_isa)isa), what, bad);
+                }
+            }
+            free(w);
+            free(x);
+            free(ref);
+            free(mag);
+            free(y);
+        }
+    }
+}
+
+/* Zeros, huge and tiny magnitudes, NaN and inf in x. */
+static void test_edges(rf_threadpool *tp3, rf_isa best) {
+    const uint32_t types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_BF16, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K,
+                              RF_TYPE_Q6_K, RF_TYPE_Q5_1, RF_TYPE_IQ4_NL, RF_TYPE_Q3_K};
+    const int64_t n_out = 7, n_tok = 6;
+    for (size_t k = 0; k < RF_ARRAY_LEN(types); k++) {
+        const uint32_t type = types[k];
+        const int64_t n_in = RF_MAX(256, (int64_t)rf_type_get(type)->block_elems);
+        uint64_t rb;
+        uint8_t *w = random_weights(type, n_out, n_in, &rb);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        float y[7 * 6];
+        double ref[7 * 6], mag[7 * 6];
+        for (int isa = 0; isa <= (int)best; isa++) {
+            const char *tn = rf_type_name(type), *in = rf_isa_name((rf_isa)isa);
+            /* x = 0 -> y = 0 exactly */
+            memset(x, 0, sizeof(float) * (size_t)(n_tok * n_in));
+            rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+            int nz = 0;
+            for (int i = 0; i < n_out * n_tok; i++) nz += y[i] != 0.0f;
+            CHECK(nz == 0, "%s %s: zero x gives %d non-zero outputs", tn, in, nz);
+            /* token rows of different scale: 1e25, 1, 1e-35 (int8 scale would be subnormal),
+             * and mixed */
+            for (int64_t t = 0; t < n_tok; t++) {
+                const float scale = t == 0 ? 1e25f : t == 1 ? 1e-35f : t == 2 ? 1e-20f : 1.0f;
+                for (int64_t i = 0; i < n_in; i++) x[t * n_in + i] = test_randf(-1, 1) * scale;
+            }
+            x[3 * n_in + 5] = 4.0f; /* one moderate outlier in a block */
+            reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+            rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+            CHECK(compare(type, (rf_isa)isa, y, ref, mag, n_out * n_tok, "magnitudes") == 0, "%s %s: magnitudes", tn, in);
+            /* NaN in token 1, +inf in token 4: those rows become NaN/inf exactly as the
+             * reference; the other tokens stay accurate. */
+            for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
+            x[1 * n_in + 17] = NAN;
+            x[4 * n_in + 200] = INFINITY;
+            reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+            rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+            int mism = 0, finite_bad = 0;
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t o = 0; o < n_out; o++) {
+                    const double r = ref[t * n_out + o];
+                    const float v = y[t * n_out + o];
+                    if (isnan(r)) mism += !isnan(v);
+                    else if (isinf(r)) mism += !(isinf(v) && (v > 0) == (r > 0));
+                    else {
+                        const double tol = is_int8_path(type, (rf_isa)isa) ? 1e-2 : 1e-4;
+                        finite_bad += !(fabs(v - r) <= tol * mag[t * n_out + o]);
+                    }
+                }
+            }
+            CHECK(mism == 0, "%s %s: %d NaN/inf outputs not propagated", tn, in, mism);
+            CHECK(finite_bad == 0, "%s %s: %d finite outputs wrong next to NaN/inf rows", tn, in, finite_bad);
+            /* every x row non-finite */
+            for (int64_t t = 0; t < n_tok; t++) x[t * n_in] = NAN;
+            rf_matmul(NULL, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+            int nn = 0;
+            for (int i = 0; i < n_out * n_tok; i++) nn += !isnan(y[i]);
+            CHECK(nn == 0, "%s %s: all-NaN x: %d outputs not NaN", tn, in, nn);
+        }
+        /* zero weights -> 0 */
+        memset(w, 0, (size_t)(rb * (uint64_t)n_out));
+        for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
+        for (int isa = 0; isa <= (int)best; isa++) {
+            rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+            int nz = 0;
+            for (int i = 0; i < n_out * n_tok; i++) nz += y[i] != 0.0f;
+            CHECK(nz == 0, "%s %s: zero W gives %d non-zero outputs", rf_type_name(type), rf_isa_name((rf_isa)isa), nz);
+        }
+        free(w);
+        free(x);
+    }
+}
+
+static _Atomic int tp_calls[8];
+static _Atomic int tp_nth_ok;
+static void tp_fn(void *ctx, int ith, int nth) {
+    (void)ctx;
+    atomic_fetch_add(&tp_calls[ith], 1);
+    if (nth == 3) atomic_fetch_add(&tp_nth_ok, 1);
+}
+
+static void test_threadpool(rf_threadpool *tp3) {
+    CHECK(rf_threadpool_size(tp3) == 3, "pool size %d", rf_threadpool_size(tp3));
+    for (int r = 0; r < 200; r++) rf_threadpool_run(tp3, tp_fn, NULL);
+    CHECK(tp_calls[0] == 200 && tp_calls[1] == 200 && tp_calls[2] == 200 && tp_nth_ok == 600,
+          "every thread ran every job: %d %d %d", tp_calls[0], tp_calls[1], tp_calls[2]);
+    rf_threadpool *one = rf_threadpool_new(0);
+    CHECK(rf_threadpool_size(one) == 1, "size clamps to 1");
+    rf_threadpool_free(one);
+    CHECK(rf_physical_cores() >= 1, "physical cores %d", rf_physical_cores());
+}
+
+int main(void) {
+    const rf_isa best = rf_isa_best();
+    printf("isa %s, physical cores %d\n", rf_isa_name(best), rf_physical_cores());
+    CHECK(!strcmp(rf_isa_name(RF_ISA_AVX2), "avx2"), "isa names");
+    rf_threadpool *tp3 = rf_threadpool_new(3);
+    test_threadpool(tp3);
+    test_random(tp3, best);
+    test_edges(tp3, best);
+    rf_threadpool_free(tp3);
+    if (getenv("RF_TEST_VERBOSE"))
+        for (uint32_t t = 0; t < RF_TYPE_COUNT; t++)
+            if (worst_rel[t][0] + worst_rel[t][1] + worst_rel[t][2] > 0)
+                printf("%-7s worst |err|/sum|wx|: scalar %.2e avx2 %.2e avx512 %.2e\n", rf_type_name(t),
+                       worst_rel[t][0], worst_rel[t][1], worst_rel[t][2]);
+    return test_finish();
+}
