@@ -1,0 +1,118 @@
+/* rocmforge.h: the public C API.
+ *
+ *   rf_model *m = rf_model_load("model.gguf", NULL);          // NULL params: defaults
+ *   rf_context *c = rf_context_new(m, NULL);
+ *   int32_t *ids; int n = rf_tokenize(m, "Hello", 5, true, false, &ids);
+ *   int seq = rf_seq_new(c);
+ *   rf_batch b = rf_batch_for_sequence(seq, ids, n, start_pos = 0, last_logits = true);
+ *   rf_decode(c, &b);
+ *   rf_sampler *s = rf_sampler_new(NULL);
+ *   int32_t next = rf_sampler_sample(s, c, n - 1, NULL);
+ *
+ * Errors: functions return NULL or a negative value and rf_error() describes the last failure
+ * of the calling thread in one line. Nothing in the library exits or prints errors itself.
+ */
+#ifndef ROCMFORGE_H
+#define ROCMFORGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rf_model rf_model;
+typedef struct rf_context rf_context;
+typedef struct rf_sampler rf_sampler;
+
+const char *rf_error(void);
+const char *rf_version(void);
+/* Backends compiled into this library, e.g. "cpu cuda(sm_80,sm_90)". */
+const char *rf_build_info(void);
+
+typedef struct {
+    const char *device; /* "cpu" (default), "cpu-ref" (exact reference ops), "gpu", "gpu:N" */
+    int n_threads;      /* CPU threads; <= 0: one per physical core */
+    int n_gpu_layers;   /* layers on the GPU; < 0: all */
+} rf_model_params;
+
+rf_model_params rf_model_default_params(void);
+rf_model *rf_model_load(const char *path, const rf_model_params *params);
+void rf_model_free(rf_model *m);
+int rf_model_n_vocab(const rf_model *m);
+int rf_model_n_ctx_train(const rf_model *m);
+/* e.g. "cpu (avx512, 2 threads)" or "cuda (NVIDIA H100 80GB HBM3)". */
+const char *rf_model_backend(const rf_model *m);
+
+/* Tokenization. add_special: BOS/EOS as the vocabulary asks. parse_special: control-token text
+ * such as "<s>" becomes that token. Returns the count and a malloc'd array (free()). */
+int rf_tokenize(const rf_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                int32_t **out);
+/* Text of one token (bytes, possibly part of a UTF-8 character); -1 if cap is too small. */
+int rf_token_to_piece(const rf_model *m, int32_t token, char *buf, size_t cap);
+bool rf_token_is_eog(const rf_model *m, int32_t token);
+int32_t rf_token_bos(const rf_model *m);
+
+typedef struct {
+    int n_ctx;     /* tokens per sequence; <= 0: the model's training context, capped at 4096 */
+    int n_batch;   /* most tokens per rf_decode call; <= 0: 512 */
+    int n_seq_max; /* sequences at once; <= 0: 1 */
+} rf_context_params;
+
+rf_context_params rf_context_default_params(void);
+rf_context *rf_context_new(rf_model *m, const rf_context_params *params);
+void rf_context_free(rf_context *c);
+int rf_context_n_ctx(const rf_context *c);
+int rf_context_n_batch(const rf_context *c);
+
+/* Sequences: ids are small integers; fork shares the cache (no copy). */
+int rf_seq_new(rf_context *c);
+int rf_seq_fork(rf_context *c, int seq);
+void rf_seq_remove(rf_context *c, int seq);
+int rf_seq_len(const rf_context *c, int seq);
+
+/* A batch: n_tokens tokens, each appended to sequence seq_id[i] at position pos[i], which must be
+ * that sequence's current length (counting earlier tokens of the same sequence in this batch).
+ * logits[i] != 0 asks for the logits of token i. */
+typedef struct {
+    int n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits;
+} rf_batch;
+
+/* Runs the model over the batch (n_tokens <= n_batch). 0 on success. */
+int rf_decode(rf_context *c, const rf_batch *batch);
+/* Logits [n_vocab] of batch token i of the last rf_decode (it must have asked for them).
+ * The first call after a decode copies all requested rows to the host. */
+const float *rf_get_logits(rf_context *c, int i);
+
+typedef struct {
+    float temp;           /* <= 0: greedy */
+    int top_k;            /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    float freq_penalty;
+    float presence_penalty;
+    int penalty_last_n;
+    uint64_t seed;
+} rf_sampler_params;
+
+rf_sampler_params rf_sampler_default_params(void);
+rf_sampler *rf_sampler_new(const rf_sampler_params *params);
+void rf_sampler_free(rf_sampler *s);
+/* Samples from the logits of batch token i on the context's device; only the token id (and
+ * log-probability, when asked) comes back to the host. The token is added to the sampler's
+ * history (for penalties). Negative on error. */
+int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob);
+/* Adds a token to the penalty history without sampling it (e.g. prompt tokens). */
+void rf_sampler_accept(rf_sampler *s, int32_t token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+/* The CPU backend: host memory, the reference ops of ops.h, and the fast matmul of matmul.h.
+ * "cpu-ref" selects the exact reference matmul everywhere (the oracle); "cpu" the fast one. */
+#include "cpu_backend.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "matmul.h"
+#include "ops.h"
+#include "runtime/sampler.h"
+#include "threadpool.h"
+
+typedef struct {
+    rf_threadpool *tp;
+    rf_isa isa;
+    bool reference;
+} cpu_impl;
+
+static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
+
+static void cpu_destroy(rf_backend *be) {
+    cpu_impl *c = impl_of(be);
+    rf_threadpool_free(c->tp);
+    free(c);
+    free(be);
+}
+
+static void *cpu_alloc(rf_backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) {
+        rf_set_error("out of host memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    return p;
+}
+static void cpu_free(rf_backend *be, void *p) { (void)be; free(p); }
+static void *cpu_upload_weight(rf_backend *be, const void *host, size_t bytes) {
+    (void)be;
+    (void)bytes;
+    return (void *)host; /* weights are read in place from the file mapping */
+}
+static void cpu_free_weight(rf_backend *be, void *p) { (void)be; (void)p; }
+static void cpu_upload(rf_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    memcpy(dst, src, n);
+}
+static int cpu_download(rf_backend *be, void *dst, const void *src, size_t n) {
+    be->n_downloads++;
+    memcpy(dst, src, n);
+    return 0;
+}
+static int cpu_sync(rf_backend *be) { (void)be; return 0; }
+static size_t cpu_mem_free(rf_backend *be) { (void)be; return 0; }
+
+static void op_embed(rf_backend *be, const rf_weight *table, const int32_t *tokens, int n, float *out) {
+    (void)be;
+    cpu_embed(table, tokens, n, out);
+}
+
+static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf_weight *w, int n_rows,
+                       int dim, float eps, float *out) {
+    (void)be;
+    cpu_rmsnorm(x, residual, w->data, n_rows, dim, eps, out);
+}
+
+static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
+    cpu_impl *c = impl_of(be);
+    if (c->reference) {
+        cpu_matmul_ref(w, bias ? bias->data : NULL, x, n, y);
+        return;
+    }
+    rf_matmul(c->tp, c->isa, w->type, w->data, w->n_out, w->n_in, x, n, y);
+    if (bias) {
+        const float *b = bias->data;
+        for (int t = 0; t < n; t++)
+            for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)t * w->n_out + o] += b[o];
+    }
+}
+
+static void op_rope_store_kv(rf_backend *be, const rf_step *step, const rf_rope *rope, const rf_attn_dims *d,
+                             float *q, float *k, const float *v, float *k_cache, float *v_cache) {
+    (void)be;
+    cpu_rope(q, step->n_tokens, d->n_head, d->head_dim, step->pos, rope);
+    cpu_rope(k, step->n_tokens, d->n_kv_head, d->head_dim, step->pos, rope);
+    cpu_store_kv(k, v, step->n_tokens, d->n_kv_head * d->head_dim, step->slot, k_cache, v_cache);
+}
+
+typedef struct {
+    const rf_step *step;
+    const rf_attn_dims *d;
+    const float *q, *k, *v;
+    float *out;
+} attn_job;
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    int64_t total = (int64_t)j->step->n_tokens * j->d->n_head;
+    int64_t per = (total + nth - 1) / nth;
+    int64_t b = per * ith, e = RF_MIN(total, b + per);
+    if (b < e) cpu_attention(j->step, j->d, j->q, j->k, j->v, j->out, b, e);
+}
+
+static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims *d, const float *q,
+                         const float *k_cache, const float *v_cache, float *out) {
+    attn_job j = {step, d, q, k_cache, v_cache, out};
+    rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
+}
+
+static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_t n, float *out) {
+    (void)be;
+    cpu_swiglu(gate, up, n, out);
+}
+
+static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
+    (void)be;
+    cpu_get_rows(x, rows, n_rows, dim, out);
+}
+
+static void op_copy_block(rf_backend *be, float *cache, size_t block_floats, int src, int dst) {
+    (void)be;
+    memcpy(cache + (size_t)dst * block_floats, cache + (size_t)src * block_floats, block_floats * sizeof(float));
+}
+
+static void op_sample(rf_backend *be, const float *logits, int n_vocab, const rf_sample_params *p,
+                      const int32_t *history, int n_history, float u, int32_t *token_out, float *logprob_out) {
+    (void)be;
+    *token_out = rf_sample_host(logits, n_vocab, p, history, n_history, u, logprob_out);
+}
+
+const char *rf_cpu_backend_describe(rf_backend *be);
+
+static const rf_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .describe = rf_cpu_backend_describe,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload_weight = cpu_upload_weight,
+    .free_weight = cpu_free_weight,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .sync = cpu_sync,
+    .mem_free = cpu_mem_free,
+    .embed = op_embed,
+    .rmsnorm = op_rmsnorm,
+    .matmul = op_matmul,
+    .rope_store_kv = op_rope_store_kv,
+    .attention = op_attention,
+    .swiglu = op_swiglu,
+    .get_rows = op_get_rows,
+    .copy_block = op_copy_block,
+    .sample = op_sample,
+};
+
+rf_backend *rf_cpu_backend_create(int n_threads, bool reference) {
+    if (n_threads <= 0) n_threads = rf_physical_cores();
+    rf_backend *be = rf_xcalloc(1, sizeof *be);
+    cpu_impl *c = rf_xcalloc(1, sizeof *c);
+    c->tp = rf_threadpool_new(n_threads);
+    c->isa = rf_isa_best();
+    c->reference = reference;
+    be->ops = &cpu_ops;
+    be->impl = c;
+    return be;
+}
+
+const char *rf_cpu_backend_describe(rf_backend *be) {
+    static _Thread_local char buf[64];
+    cpu_impl *c = impl_of(be);
+    snprintf(buf, sizeof buf, "%s, %d threads", c->reference ? "reference" : rf_isa_name(c->isa),
+             rf_threadpool_size(c->tp));
+    return buf;
+}

@@ -1,0 +1,35 @@
+#include <math.h>
+
+#include "ops.h"
+
+void cpu_rope(float *x, int n_tokens, int n_heads, int head_dim, const int32_t *pos, const rf_rope *rope) {
+    int half = rope->n_rot / 2;
+    for (int t = 0; t < n_tokens; t++) {
+        for (int i = 0; i < half; i++) {
+            float freq = powf(rope->base, -2.0f * (float)i / (float)rope->n_rot);
+            float theta = (float)pos[t] * rope->freq_scale * freq;
+            if (rope->freq_factors) theta /= rope->freq_factors[i];
+            float c = cosf(theta), s = sinf(theta);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + ((int64_t)t * n_heads + h) * head_dim;
+                int a = rope->mode == RF_ROPE_NEOX ? i : 2 * i;
+                int b = rope->mode == RF_ROPE_NEOX ? i + half : 2 * i + 1;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, const int32_t *slot,
+                  float *k_cache, float *v_cache) {
+    for (int t = 0; t < n_tokens; t++) {
+        float *kc = k_cache + (int64_t)slot[t] * kv_dim;
+        float *vc = v_cache + (int64_t)slot[t] * kv_dim;
+        for (int i = 0; i < kv_dim; i++) {
+            kc[i] = k[(int64_t)t * kv_dim + i];
+            vc[i] = v[(int64_t)t * kv_dim + i];
+        }
+    }
+}

@@ -1,0 +1,43 @@
+/* context.h: the state of running a model: KV pool, activation buffers, step description. */
+#ifndef RF_CONTEXT_H
+#define RF_CONTEXT_H
+
+#include "backend/backend.h"
+#include "kv_cache.h"
+#include "model/model.h"
+#include "rocmforge.h"
+
+struct rf_context {
+    rf_model *m;
+    rf_backend *be;
+    int n_ctx, n_batch, n_seq_max;
+
+    rf_kv_pool kv;
+    float *k_cache, *v_cache; /* backend memory: [n_layer][n_slots][kv_dim] */
+    size_t layer_floats;      /* n_slots * kv_dim */
+
+    /* Activations, backend memory, sized for n_batch tokens. */
+    float *x, *h, *q, *k, *v, *attn, *delta, *gate, *up, *hsel, *logits;
+
+    /* Step description: one int32 region in backend memory mirrored on the host, uploaded once
+     * per step: tokens, pos, slot, seq_row, out_rows ([n_batch] each), then the block table. */
+    rf_step step;
+    int32_t *step_dev, *step_host;
+    size_t step_ints;
+
+    /* Sampling: device-side outputs and penalty history. */
+    int32_t *d_token, *d_history;
+    float *d_logprob;
+    int history_cap;
+
+    /* Logits of the last decode: batch index -> output row (-1: not requested). */
+    int last_n_tokens;
+    int32_t *out_row_of;
+    float *host_logits;
+    bool host_logits_valid;
+};
+
+/* The forward pass over the step already uploaded to c->step (forward.c). */
+void rf_forward(rf_context *c);
+
+#endif

@@ -1,0 +1,192 @@
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rf_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rocmforge: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+void rf_args_defaults(rf_args *a) {
+    memset(a, 0, sizeof *a);
+    a->n_predict = 128;
+    a->n_gpu_layers = -1;
+    a->temp = 0.8f;
+    a->top_k = 40;
+    a->top_p = 0.95f;
+    a->min_p = 0.05f;
+    a->repeat_penalty = 1.0f;
+    a->repeat_last_n = 64;
+    a->reps = 5;
+    a->n_prompt_bench = 512;
+}
+
+typedef enum { T_STR, T_INT, T_FLOAT, T_U64, T_BOOL } kind;
+typedef struct {
+    const char *shrt, *lng;
+    kind k;
+    size_t off;
+} opt;
+
+#define O(s, l, k, f) {s, l, k, offsetof(rf_args, f)}
+static const opt opts[] = {
+    O("-m", "--model", T_STR, model),
+    O("-p", "--prompt", T_STR, prompt),
+    O("-f", "--file", T_STR, file),
+    O("-n", "--n-predict", T_INT, n_predict),
+    O("-c", "--ctx-size", T_INT, n_ctx),
+    O("-t", "--threads", T_INT, n_threads),
+    O("-b", "--batch-size", T_INT, n_batch),
+    O("-s", "--seed", T_U64, seed),
+    O("-r", "--repetitions", T_INT, reps),
+    O("-ngl", "--n-gpu-layers", T_INT, n_gpu_layers),
+    O(NULL, "--device", T_STR, device),
+    O(NULL, "--temp", T_FLOAT, temp),
+    O(NULL, "--top-k", T_INT, top_k),
+    O(NULL, "--top-p", T_FLOAT, top_p),
+    O(NULL, "--min-p", T_FLOAT, min_p),
+    O(NULL, "--repeat-penalty", T_FLOAT, repeat_penalty),
+    O(NULL, "--repeat-last-n", T_INT, repeat_last_n),
+    O(NULL, "--frequency-penalty", T_FLOAT, freq_penalty),
+    O(NULL, "--presence-penalty", T_FLOAT, presence_penalty),
+    O(NULL, "--ids", T_BOOL, ids_only),
+    O(NULL, "--no-bos", T_BOOL, no_bos),
+    O(NULL, "--special", T_BOOL, special),
+    O("-v", "--verbose", T_BOOL, verbose),
+    O(NULL, "--logits-out", T_STR, logits_out),
+    O("-o", "--output", T_STR, out),
+    O(NULL, "--vocab", T_STR, vocab),
+    O(NULL, "--arch", T_STR, arch),
+    O(NULL, "--type", T_STR, type),
+    O(NULL, "--n-embd", T_INT, n_embd),
+    O(NULL, "--n-layer", T_INT, n_layer),
+    O(NULL, "--n-head", T_INT, n_head),
+    O(NULL, "--n-head-kv", T_INT, n_head_kv),
+    O(NULL, "--n-ff", T_INT, n_ff),
+    O(NULL, "--n-vocab", T_INT, n_vocab),
+};
+
+static bool allowed_has(const char *allowed, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = allowed; (p = strstr(p, name)); p += n)
+        if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return true;
+    return false;
+}
+
+int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = NULL;
+        char name[64];
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq && (size_t)(eq - arg) < sizeof name) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+        }
+        const opt *o = NULL;
+        for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++)
+            if ((opts[j].shrt && !strcmp(name, opts[j].shrt)) || !strcmp(name, opts[j].lng)) o = &opts[j];
+        if (!o || !(allowed_has(allowed, o->lng) || (o->shrt && allowed_has(allowed, o->shrt)))) {
+            if (name[0] != '-') rf_fail("unexpected argument '%s' for '%s' (see 'rocmforge help')", arg, cmd);
+            else rf_fail("unknown flag '%s' for '%s' (see 'rocmforge help')", name, cmd);
+            return -1;
+        }
+        void *dst = (char *)a + o->off;
+        if (o->k == T_BOOL) {
+            if (val) {
+                rf_fail("flag %s takes no value", name);
+                return -1;
+            }
+            *(bool *)dst = true;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc) {
+                rf_fail("flag %s needs a value", name);
+                return -1;
+            }
+            val = argv[++i];
+        }
+        char *end = NULL;
+        errno = 0;
+        switch (o->k) {
+        case T_STR: *(const char **)dst = val; break;
+        case T_INT: {
+            long v = strtol(val, &end, 10);
+            if (!*val || *end || errno || v < INT_MIN || v > INT_MAX) {
+                rf_fail("bad value '%s' for %s: expected an integer", val, name);
+                return -1;
+            }
+            *(int *)dst = (int)v;
+            break;
+        }
+        case T_U64: {
+            unsigned long long v = strtoull(val, &end, 10);
+            if (!*val || *end || errno || val[0] == '-') {
+                rf_fail("bad value '%s' for %s: expected a non-negative integer", val, name);
+                return -1;
+            }
+            *(uint64_t *)dst = v;
+            if (o->off == offsetof(rf_args, seed)) a->seed_set = true;
+            break;
+        }
+        case T_FLOAT: {
+            float v = strtof(val, &end);
+            if (!*val || *end || errno || v != v) {
+                rf_fail("bad value '%s' for %s: expected a number", val, name);
+                return -1;
+            }
+            *(float *)dst = v;
+            break;
+        }
+        case T_BOOL: break;
+        }
+    }
+    return 0;
+}
+
+char *rf_args_prompt_text(const rf_args *a, size_t *len) {
+    if (a->prompt && a->file) {
+        rf_fail("give either -p or -f, not both");
+        return NULL;
+    }
+    if (a->prompt) {
+        *len = strlen(a->prompt);
+        char *s = malloc(*len + 1);
+        memcpy(s, a->prompt, *len + 1);
+        return s;
+    }
+    if (!a->file) {
+        rf_fail("no input text: give -p TEXT or -f FILE");
+        return NULL;
+    }
+    FILE *f = fopen(a->file, "rb");
+    if (!f) {
+        rf_fail("cannot open %s: %s", a->file, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}

@@ -1,0 +1,39 @@
+/* args.h: command-line flags shared by the subcommands, named as llama.cpp names them. */
+#ifndef RF_ARGS_H
+#define RF_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *model, *prompt, *file, *device, *logits_out, *out, *vocab, *arch, *type;
+    int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench;
+    uint64_t seed;
+    bool seed_set;
+    float temp, top_p, min_p, repeat_penalty, freq_penalty, presence_penalty;
+    int top_k, repeat_last_n;
+    bool ids_only, no_bos, special, verbose;
+    /* mkmodel */
+    int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
+} rf_args;
+
+/* Parses argv[first..argc) for subcommand `cmd`, accepting only the flags listed in `allowed`
+ * (space-separated long or short names, e.g. "-m -p --temp"). On error prints one line to
+ * stderr and returns -1. */
+int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first);
+void rf_args_defaults(rf_args *a);
+/* Reads -p or -f into a malloc'd string; NULL (error printed) if neither or unreadable. */
+char *rf_args_prompt_text(const rf_args *a, size_t *len);
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Prints "rocmforge: <msg>" to stderr and returns 1 (exit status). */
+int rf_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,153 @@
+/* rocmforge bench: prompt processing (ppN) and generation (tgN) speed, printed as llama-bench
+ * prints it so the two can be read side by side. Each test runs once as a warm-up, then -r
+ * times; the table shows mean +- sample standard deviation of tokens/s.
+ *   pp: N tokens of one fresh sequence in batches of -b (default: N) with the last logits asked;
+ *       timed until those logits are on the host.
+ *   tg: N single-token steps of one fresh sequence, each sampled greedily on the device; timed
+ *       until the last token id is on the host. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "core/gguf.h"
+#include "core/util.h"
+#include "load.h"
+#include "model/model.h"
+#include "rocmforge.h"
+
+static const char *ftype_label(int64_t ft) {
+    switch (ft) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K - Medium";
+    case 11: return "Q3_K - Small";
+    case 12: return "Q3_K - Medium";
+    case 14: return "Q4_K - Small";
+    case 15: return "Q4_K - Medium";
+    case 16: return "Q5_K - Small";
+    case 17: return "Q5_K - Medium";
+    case 18: return "Q6_K";
+    case 25: return "IQ4_NL - 4.5 bpw";
+    case 30: return "IQ4_XS - 4.25 bpw";
+    case 32: return "BF16";
+    default: return "?";
+    }
+}
+
+static int run_pp(rf_context *c, int n, int n_vocab, double *secs) {
+    int seq = rf_seq_new(c);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+    double t0 = rf_time_s();
+    int rc = rf_cli_prefill(c, seq, tok, n, 0);
+    if (!rc && !rf_get_logits(c, (n - 1) % rf_context_n_batch(c))) rc = -1;
+    *secs = rf_time_s() - t0;
+    rf_seq_remove(c, seq);
+    free(tok);
+    return rc;
+}
+
+static int run_tg(rf_context *c, rf_sampler *s, int n, double *secs) {
+    int seq = rf_seq_new(c);
+    int32_t tok = 1;
+    int8_t want = 1;
+    double t0 = rf_time_s();
+    for (int pos = 0; pos < n; pos++) {
+        rf_batch b = {1, &tok, &pos, &seq, &want};
+        if (rf_decode(c, &b)) return -1;
+        tok = rf_sampler_sample(s, c, 0, NULL);
+        if (tok < 0) return -1;
+    }
+    *secs = rf_time_s() - t0;
+    rf_seq_remove(c, seq);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    rf_args a;
+    rf_args_defaults(&a);
+    a.n_predict = 128;
+    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -ngl --device", argc, argv, 2)) return 1;
+    int n_pp = 512;
+    if (a.prompt) {
+        char *end;
+        long v = strtol(a.prompt, &end, 10);
+        if (!*a.prompt || *end || v < 0 || v > 1 << 20) return rf_fail("bad value '%s' for -p: expected a token count", a.prompt);
+        n_pp = (int)v;
+    }
+    int n_tg = a.n_predict;
+    if (n_tg < 0 || a.reps <= 0) return rf_fail("-n must be >= 0 and -r > 0");
+    rf_model *m = rf_cli_load(&a);
+    if (!m) return 1;
+    rf_context_params cp = rf_context_default_params();
+    cp.n_ctx = RF_MAX(n_pp, n_tg) + 1;
+    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MAX(n_pp, 1);
+    rf_context *c = rf_context_new(m, &cp);
+    if (!c) {
+        rf_model_free(m);
+        return rf_fail("%s", rf_error());
+    }
+    rf_sampler_params sp = rf_sampler_default_params();
+    sp.temp = 0;
+    rf_sampler *s = rf_sampler_new(&sp);
+
+    int64_t ft = -1;
+    rf_gguf_get_int(m->gguf, "general.file_type", &ft);
+    char model_desc[64], size[32], params[32];
+    double b = (double)m->n_params / 1e9;
+    snprintf(model_desc, sizeof model_desc, "%s %s%s %s", m->hp.arch_name, b >= 1 ? "" : "", "", ftype_label(ft));
+    if (b >= 1) snprintf(model_desc, sizeof model_desc, "%s %.0fB %s", m->hp.arch_name, b < 1.5 ? 1.0 : round(b), ftype_label(ft));
+    else snprintf(model_desc, sizeof model_desc, "%s %.0fM %s", m->hp.arch_name, b * 1000, ftype_label(ft));
+    snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes / 1073741824.0);
+    if (b >= 1) snprintf(params, sizeof params, "%.2f B", b);
+    else snprintf(params, sizeof params, "%.2f M", b * 1000);
+    const char *backend = m->be->ops->name;
+    int threads = a.n_threads > 0 ? a.n_threads : 0;
+    if (!threads) {
+        const char *d = m->be->ops->describe(m->be);
+        const char *p = strstr(d, ", ");
+        threads = p ? atoi(p + 2) : 1;
+    }
+    printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params", "backend", "threads",
+           "test", "t/s");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | "
+           "-------------------: |\n");
+    fflush(stdout);
+    int rc = 0;
+    for (int which = 0; which < 2 && !rc; which++) {
+        int n = which ? n_tg : n_pp;
+        if (n == 0) continue;
+        double *ts = malloc(sizeof(double) * (size_t)a.reps), secs = 0;
+        for (int r = -1; r < a.reps && !rc; r++) { /* r == -1: warm-up */
+            rc = which ? run_tg(c, s, n, &secs) : run_pp(c, n, m->hp.n_vocab, &secs);
+            if (r >= 0) ts[r] = n / secs;
+        }
+        if (rc) {
+            free(ts);
+            rf_fail("%s", rf_error());
+            break;
+        }
+        double mean = 0, var = 0;
+        for (int r = 0; r < a.reps; r++) mean += ts[r] / a.reps;
+        for (int r = 0; r < a.reps; r++) var += (ts[r] - mean) * (ts[r] - mean);
+        double sd = a.reps > 1 ? sqrt(var / (a.reps - 1)) : 0;
+        char test[32], val[48];
+        snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
+        snprintf(val, sizeof val, "%.2f ± %.2f", mean, sd);
+        printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model_desc, size, params, backend, threads, test,
+               val);
+        fflush(stdout);
+        free(ts);
+    }
+    rf_sampler_free(s);
+    rf_context_free(c);
+    rf_model_free(m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,47 @@
+/* rocmforge: the command-line front end. One subcommand per file (cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "rocmforge.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "rocmforge %s: LLM inference for GGUF models on AMD and NVIDIA GPUs and the CPU\n"
+            "usage: rocmforge COMMAND [flags]\n"
+            "  run        -m MODEL (-p TEXT | -f FILE) [-n N] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
+            "             [--min-p P] [--repeat-penalty R] [-s SEED] [-t THREADS] [-ngl N] [--device D]\n"
+            "  info       -m MODEL [-v]\n"
+            "  tokenize   -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]\n"
+            "  perplexity -m MODEL (-p TEXT | -f FILE) [--logits-out FILE] [-c CTX]\n"
+            "  bench      -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-ngl N]\n"
+            "  mkmodel    -o OUT --vocab VOCAB.gguf [--arch llama|qwen2|qwen3] [--type f16|q8_0|q4_k_m|...]\n"
+            "             [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--n-ff N] [-s SEED]\n"
+            "  --version, help\n",
+            rf_version());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("rocmforge %s\nbackends: %s\n", rf_version(), rf_build_info());
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"run", cmd_run},     {"info", cmd_info},       {"tokenize", cmd_tokenize},
+                {"perplexity", cmd_perplexity}, {"mkmodel", cmd_mkmodel}, {"bench", cmd_bench}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc, argv);
+    fprintf(stderr, "rocmforge: unknown command '%s' (see 'rocmforge help')\n", cmd);
+    return 1;
+}
