@@ -535,6 +535,7 @@ static void expect_reject(const tb *b, const char *what, const char *needle) {
     rf_gguf *g = open_mem(b->p, b->n, &msg);
     CHECK(!g && msg && (!needle || strstr(rf_last_error(), needle)), "rejects %s (got: %s)", what,
           g ? "accepted" : rf_last_error());
+    if (!g) fprintf(stderr, "  %-32s -> %s\n", what, rf_last_error());
     rf_gguf_close(g);
     n_rejected++;
 }
@@ -552,7 +553,7 @@ enum {
     D_SARR_PAST, D_VTYPE, D_VTYPE_MAX, D_NESTED, D_ARR_ELEM_BAD, D_EMPTY_KEY, D_NUL_KEY, D_DUP_KEY, D_DUP_TENSOR,
     D_TTYPE, D_TTYPE_40, D_TTYPE_MAX, D_NDIMS0, D_NDIMS5, D_DIM0, D_DIM_NEG, D_DIM_OVF, D_ROW_BLOCK, D_MISALIGNED,
     D_OFF_PAST, D_OFF_HUGE, D_SIZE_PAST, D_OVERLAP, D_ALIGN0, D_ALIGN3, D_ALIGN_U64, D_NAMELEN_63, D_DATA_EOF,
-    D_COUNT,
+    D_KEYLEN_EDGE, D_STRLEN_EDGE, D_ARR_EDGE, D_SARR_EDGE, D_NAMELEN_EDGE, D_COUNT,
     /* accepted variants */
     A_V2 = 100, A_IQ2, A_ALIGN1, A_EMPTY_NAME, A_EXACT_END, A_REVERSED, A_BOOL2,
 };
@@ -560,16 +561,40 @@ enum {
 static const char *const defect_names[D_COUNT] = {
     "none", "bad magic", "version 0", "version 1", "version 4", "big-endian version", "n_kv 2^63", "n_kv 2^64-1",
     "n_kv one too many", "n_tensors 2^63", "n_tensors 2^64-1", "n_tensors one too many", "key length 2^63",
-    "key length 2^64-1", "key length one past the end", "string length 2^63", "string length past the end",
-    "array count 2^63", "array count 2^64-1", "array count one past the end", "string array count 2^63",
-    "string array count past the end", "unknown value type 13", "value type 0xffffffff", "nested array",
+    "key length 2^64-1", "key length 1000", "string length 2^63", "string length 1000",
+    "array count 2^63", "array count 2^64-1", "u32 array count 10000", "string array count 2^63",
+    "string array count 500", "unknown value type 13", "value type 0xffffffff", "nested array",
     "unknown array element type", "empty key", "key with NUL", "duplicate key", "duplicate tensor name",
     "unknown tensor type 4", "tensor type 40", "tensor type 0xffffffff", "n_dims 0", "n_dims 5", "dimension 0",
     "negative dimension", "dimension product overflow", "q8_0 row not a block multiple", "misaligned offset",
     "offset past the end", "offset 2^64-32", "data past the end", "overlapping tensors", "alignment 0",
-    "alignment 3", "alignment as u64", "tensor name length 2^63", "data section past EOF"};
+    "alignment 3", "alignment as u64", "tensor name length 2^63", "data section past EOF",
+    "key length 1 past the end", "string length 1 past the end", "u32 array 1 element too long",
+    "string array longer than its bytes", "tensor name length 1 past the end"};
+
+/* Fields whose forged value depends on where the file ends: patched after the file is built,
+ * to the smallest value that no longer fits (count = remaining / edge_div + edge_add). */
+static size_t edge_pos;
+static uint64_t edge_div, edge_add;
+
+static void edge_field(tb *b, bool active, uint64_t normal, uint64_t div, uint64_t add) {
+    if (active) edge_pos = b->n, edge_div = div, edge_add = add;
+    tb_u64(b, normal);
+}
+
+static void make_case_body(tb *b, int d);
 
 static void make_case(tb *b, int d) {
+    edge_pos = 0;
+    make_case_body(b, d);
+    if (edge_pos) {
+        uint64_t remaining = b->n - (edge_pos + 8);
+        uint64_t v = remaining / edge_div + edge_add;
+        for (int i = 0; i < 8; i++) b->p[edge_pos + (size_t)i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static void make_case_body(tb *b, int d) {
     uint64_t p2_63 = 1ULL << 63;
     uint32_t version = d == D_VER0 ? 0 : d == D_VER1 ? 1 : d == D_VER4 ? 4 : d == D_VER_BE ? 0x03000000u : d == A_V2 ? 2 : 3;
     uint64_t n_kv = 4, n_t = 2;
@@ -594,26 +619,29 @@ static void make_case(tb *b, int d) {
         tb_u64(b, 3);
         tb_put(b, "a\0b", 3);
     } else {
-        tb_str(b, "general.name");
+        edge_field(b, d == D_KEYLEN_EDGE, 12, 1, 1);
+        tb_put(b, "general.name", 12);
     }
     tb_u32(b, d == D_VTYPE ? 13 : d == D_VTYPE_MAX ? 0xffffffffu : RF_GGUF_STRING);
     if (d == D_STRLEN_63 || d == D_STRLEN_PAST) {
         tb_u64(b, d == D_STRLEN_63 ? p2_63 : 1000);
         tb_put(b, "tiny", 4);
     } else {
-        tb_str(b, "tiny");
+        edge_field(b, d == D_STRLEN_EDGE, 4, 1, 1);
+        tb_put(b, "tiny", 4);
     }
     /* kv 1: u32 array */
     tb_str(b, "x.arr");
     tb_u32(b, RF_GGUF_ARRAY);
     tb_u32(b, d == D_NESTED ? RF_GGUF_ARRAY : d == D_ARR_ELEM_BAD ? 77 : RF_GGUF_U32);
-    tb_u64(b, d == D_ARR_63 ? p2_63 : d == D_ARR_MAX ? UINT64_MAX : d == D_ARR_PAST ? 10000 : 3);
+    edge_field(b, d == D_ARR_EDGE, d == D_ARR_63 ? p2_63 : d == D_ARR_MAX ? UINT64_MAX : d == D_ARR_PAST ? 10000 : 3,
+               4, 1);
     tb_u32(b, 1), tb_u32(b, 2), tb_u32(b, 3);
     /* kv 2: string array */
     tb_str(b, "x.strs");
     tb_u32(b, RF_GGUF_ARRAY);
     tb_u32(b, RF_GGUF_STRING);
-    tb_u64(b, d == D_SARR_63 ? p2_63 : d == D_SARR_PAST ? 500 : 2);
+    edge_field(b, d == D_SARR_EDGE, d == D_SARR_63 ? p2_63 : d == D_SARR_PAST ? 500 : 2, 8, 0);
     tb_str(b, "");
     tb_str(b, "ab");
     /* kv 3: bool */
@@ -659,8 +687,11 @@ static void make_case(tb *b, int d) {
     if (d == D_NAMELEN_63) {
         tb_u64(b, p2_63);
         tb_put(b, "w", 1);
+    } else if (d == A_EMPTY_NAME) {
+        tb_str(b, "");
     } else {
-        tb_str(b, d == A_EMPTY_NAME ? "" : "w");
+        edge_field(b, d == D_NAMELEN_EDGE, 1, 1, 1);
+        tb_put(b, "w", 1);
     }
     tb_u32(b, nd0);
     for (uint32_t k = 0; k < nd0 && k < 5; k++) tb_u64(b, k < 4 ? ne0[k] : 1);
@@ -697,7 +728,9 @@ static void test_explicit(void) {
         [D_NDIMS5] = "n_dims", [D_DIM0] = "dimension", [D_DIM_NEG] = "dimension", [D_DIM_OVF] = "overflow",
         [D_ROW_BLOCK] = "block", [D_MISALIGNED] = "alignment", [D_OFF_PAST] = "'q'", [D_OFF_HUGE] = "'q'",
         [D_SIZE_PAST] = "'q'", [D_OVERLAP] = "overlaps", [D_ALIGN0] = "power of two", [D_ALIGN3] = "power of two",
-        [D_ALIGN_U64] = "u32", [D_DATA_EOF] = "past the end"};
+        [D_ALIGN_U64] = "u32", [D_DATA_EOF] = "past the end", [D_KEYLEN_EDGE] = "entry 0",
+        [D_STRLEN_EDGE] = "general.name", [D_ARR_EDGE] = "x.arr", [D_SARR_EDGE] = "x.strs",
+        [D_NAMELEN_EDGE] = "tensor 0"};
     for (int d = 1; d < D_COUNT; d++) {
         make_case(&b, d);
         expect_reject(&b, defect_names[d], needles[d]);

@@ -3,13 +3,22 @@
  * Reader notes
  * - All multi-byte values are decoded byte by byte as little-endian, so the parser never does
  *   an unaligned or host-endian load from the mapping.
- * - Arrays of counts are grown as entries are actually parsed, and a claimed count is compared
- *   with the bytes left before anything is sized from it, so a forged count cannot make us
- *   allocate more than a small multiple of the file size.
+ * - The key/value and tensor tables grow as entries are actually parsed, and an array's claimed
+ *   length is compared with the bytes left before anything is sized from it, so a forged count
+ *   cannot make us allocate more than a small multiple of the file size.
  * - The strings of one string array share a single allocation (arr_str[0] is its start):
  *   vocabularies have 10^5 entries and one malloc each would dominate load time.
  * - Tensor data are aligned in memory to min(general.alignment, 4096): mappings and the copy
  *   made by rf_gguf_open_memory start on a 4096-byte boundary.
+ * - A file without tensors may end before its padded data section (vocab-only files written by
+ *   the Python tools do); data_offset is then clamped to the file size.
+ *
+ * Writer notes
+ * - The add functions return nothing, so the first invalid call (bad key, tensor shape, ...) is
+ *   remembered and reported by the write function, which then writes nothing.
+ * - Setting a key again replaces its value in place (first position kept), as llama.cpp does.
+ * - A file is written under a temporary name and renamed, so a failed write leaves no partial
+ *   file behind.
  */
 #include "gguf.h"
 
@@ -79,9 +88,7 @@ static void decode_scalar(uint32_t t, const uint8_t *p, int64_t *i, uint64_t *u,
     uint64_t uv = 0;
     double fv = 0;
     switch (t) {
-    case RF_GGUF_U8: case RF_GGUF_U16: case RF_GGUF_U32: case RF_GGUF_BOOL:
-        uv = raw; iv = (int64_t)raw; fv = (double)raw; break;
-    case RF_GGUF_U64:
+    case RF_GGUF_U8: case RF_GGUF_U16: case RF_GGUF_U32: case RF_GGUF_U64: case RF_GGUF_BOOL:
         uv = raw; iv = (int64_t)raw; fv = (double)raw; break;
     case RF_GGUF_I8: iv = (int8_t)(uint8_t)raw; uv = (uint64_t)iv; fv = (double)iv; break;
     case RF_GGUF_I16: iv = (int16_t)(uint16_t)raw; uv = (uint64_t)iv; fv = (double)iv; break;
@@ -231,11 +238,11 @@ static char *rd_name(parser *p, bool allow_empty, const char *item) {
     uint64_t len;
     if (!rd_str(p, &s, &len, item)) return NULL;
     if (!len && !allow_empty) {
-        rf_set_error("%s: %s at offset %llu is empty", p->src, item, (ull)at);
+        rf_set_error("%s: %s: %s at offset %llu is empty", p->src, p->what, item, (ull)at);
         return NULL;
     }
     if (memchr(s, 0, (size_t)len)) {
-        rf_set_error("%s: %s at offset %llu contains a NUL byte", p->src, item, (ull)at);
+        rf_set_error("%s: %s: %s at offset %llu contains a NUL byte", p->src, p->what, item, (ull)at);
         return NULL;
     }
     return dup_bytes(s, len);
@@ -438,9 +445,9 @@ static bool parse_all(parser *p, gguf_priv *gp) {
         rf_gguf_kv *kv = &g->kv[i];
         memset(kv, 0, sizeof *kv);
         g->n_kv = i + 1; /* so close() frees a partly parsed entry */
-        snprintf(p->what, sizeof p->what, "metadata entry %llu", (ull)i);
+        snprintf(p->what, sizeof p->what, "metadata");
         char item[48];
-        snprintf(item, sizeof item, "key of metadata entry %llu", (ull)i);
+        snprintf(item, sizeof item, "key of entry %llu", (ull)i);
         kv->key = rd_name(p, false, item);
         if (!kv->key) return false;
         set_ctx(p, "key", kv->key);
@@ -478,7 +485,7 @@ static bool parse_all(parser *p, gguf_priv *gp) {
         rf_gguf_tensor *t = &g->tensors[i];
         memset(t, 0, sizeof *t);
         g->n_tensors = i + 1;
-        snprintf(p->what, sizeof p->what, "tensor %llu", (ull)i);
+        snprintf(p->what, sizeof p->what, "tensor infos");
         char item[48];
         snprintf(item, sizeof item, "name of tensor %llu", (ull)i);
         t->name = rd_name(p, true, item);
@@ -492,8 +499,7 @@ static bool parse_all(parser *p, gguf_priv *gp) {
         index_add(&gp->t_ix, g->tensors, tensor_name, i);
     }
 
-    /* The data section starts at the next multiple of the alignment. A file without tensors may
-     * end before that point (vocab-only files do). */
+    /* The data section starts at the next multiple of the alignment. */
     uint64_t pad = (g->alignment - p->pos % g->alignment) % g->alignment;
     if (!rf_add_u64(p->pos, pad, &g->data_offset)) {
         rf_set_error("%s: data section offset overflows", p->src);
