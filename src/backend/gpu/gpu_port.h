@@ -1,0 +1,185 @@
+/* gpu_port.h: the one place where CUDA and HIP differ.
+ *
+ * Included by the kernel sources (*.cu, compiled by nvcc, or by hipcc with -x hip) and by the
+ * host code in C (gpu_backend.c, compiled by the C compiler with -DRF_HAVE_CUDA or
+ * -DRF_HAVE_HIP). Kernels are written once against the names below:
+ *
+ *   device side  RF_SHFL_XOR(v, mask)  butterfly shuffle over the whole warp / wavefront
+ *                warpSize              lanes per warp (32 on NVIDIA, 32 or 64 on AMD): never
+ *                                      hard-code it; blocks are multiples of it
+ *                rf_h2f(u16)           exact IEEE half -> float
+ *                rf_bf2f(u16)          bfloat16 -> float
+ *                RF_MUL/RF_ADD/RF_SUB  f32 arithmetic rounded per operation (no FMA contraction),
+ *                                      so decoders reproduce the CPU's results bit for bit
+ *   host side    gpu* aliases of the runtime API (stream, event, memory, graph, errors)
+ */
+#ifndef RF_GPU_PORT_H
+#define RF_GPU_PORT_H
+
+#if defined(__HIPCC__) || (defined(RF_HAVE_HIP) && !defined(RF_HAVE_CUDA))
+#define RF_GPU_HIP 1
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__
+#endif
+#else
+#define RF_GPU_CUDA 1
+#endif
+
+/* ---- host runtime API ------------------------------------------------------------------- */
+#if RF_GPU_HIP
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+typedef hipError_t gpuError_t;
+typedef hipStream_t gpuStream_t;
+typedef hipGraph_t gpuGraph_t;
+typedef hipGraphExec_t gpuGraphExec_t;
+typedef hipDeviceProp_t gpuDeviceProp;
+#define gpuSuccess hipSuccess
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuGraphInstantiate(exec, g) hipGraphInstantiate(exec, g, NULL, NULL, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuFuncSetMaxDynSmem(fn, bytes) \
+    hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
+#define RF_GPU_API_NAME "hip"
+#else
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+typedef cudaError_t gpuError_t;
+typedef cudaStream_t gpuStream_t;
+typedef cudaGraph_t gpuGraph_t;
+typedef cudaGraphExec_t gpuGraphExec_t;
+typedef struct cudaDeviceProp gpuDeviceProp;
+#define gpuSuccess cudaSuccess
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuGraphInstantiate(exec, g) cudaGraphInstantiate(exec, g, 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuFuncSetMaxDynSmem(fn, bytes) \
+    cudaFuncSetAttribute((const void *)(fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
+#define RF_GPU_API_NAME "cuda"
+#endif
+
+/* ---- device side ------------------------------------------------------------------------ */
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#include <stdint.h>
+
+#if RF_GPU_HIP
+#define RF_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#else
+#define RF_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#endif
+
+#define RF_MUL(a, b) __fmul_rn((a), (b))
+#define RF_ADD(a, b) __fadd_rn((a), (b))
+#define RF_SUB(a, b) __fadd_rn((a), -(b))
+
+/* Upper bound on warps per block (1024 threads / the smallest warp size any target has); used
+ * only to size shared arrays, never as the warp size. */
+#define RF_MAX_WARPS 32
+
+static __device__ __forceinline__ float rf_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ float rf_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Sum / max over the whole warp; every lane gets the result. */
+static __device__ __forceinline__ float rf_warp_sum(float v) {
+    for (int o = warpSize / 2; o > 0; o >>= 1) v += RF_SHFL_XOR(v, o);
+    return v;
+}
+static __device__ __forceinline__ double rf_warp_sum_d(double v) {
+    for (int o = warpSize / 2; o > 0; o >>= 1) v += RF_SHFL_XOR(v, o);
+    return v;
+}
+static __device__ __forceinline__ float rf_warp_max(float v) {
+    for (int o = warpSize / 2; o > 0; o >>= 1) {
+        float w = RF_SHFL_XOR(v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+/* Block-wide sum; blockDim.x a multiple of warpSize. `sh` holds RF_MAX_WARPS floats. Every
+ * thread gets the result; the function ends with a barrier so `sh` can be reused. */
+static __device__ __forceinline__ float rf_block_sum(float v, float *sh) {
+    int lane = threadIdx.x % warpSize, w = threadIdx.x / warpSize, nw = blockDim.x / warpSize;
+    v = rf_warp_sum(v);
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < nw; i++) t += sh[i];
+    __syncthreads();
+    return t;
+}
+static __device__ __forceinline__ double rf_block_sum_d(double v, double *sh) {
+    int lane = threadIdx.x % warpSize, w = threadIdx.x / warpSize, nw = blockDim.x / warpSize;
+    v = rf_warp_sum_d(v);
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int i = 0; i < nw; i++) t += sh[i];
+    __syncthreads();
+    return t;
+}
+static __device__ __forceinline__ float rf_block_max(float v, float *sh) {
+    int lane = threadIdx.x % warpSize, w = threadIdx.x / warpSize, nw = blockDim.x / warpSize;
+    v = rf_warp_max(v);
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float t = sh[0];
+    for (int i = 1; i < nw; i++) t = sh[i] > t ? sh[i] : t;
+    __syncthreads();
+    return t;
+}
+#endif
+
+#endif
