@@ -507,6 +507,62 @@ static void test_errors(void) {
     rf_gguf_close(g);
 }
 
+/* Every pre-tokenizer name llama.cpp knows for llama/qwen2-family files loads (its regexes
+ * compile under PCRE2) and splits a mixed text without error. */
+static void test_all_pre_names(void) {
+    static const char *names[] = {
+        "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe", "chatglm-bpe",
+        "deepseek-llm", "deepseek-v3", "deepseek3-llm", "deepseek-coder", "falcon", "mpt", "olmo",
+        "jais", "gpt-2", "phi-2", "roberta-bpe", "starcoder", "refact", "command-r", "smollm",
+        "codeshell", "exaone", "minerva-7b", "qwen2", "deepseek-r1-qwen", "megrez", "stablelm2",
+        "poro-chat", "bloom", "gpt3-finnish", "viking", "tekken", "chameleon", "gpt-4o",
+    };
+    /* all 256 byte-level single-byte tokens, so every text round-trips */
+    char *toks[256];
+    for (int b = 0; b < 256; b++) {
+        toks[b] = malloc(4);
+        unsigned cp = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae) ? (unsigned)b
+                      : b <= 0x20 ? 0x100u + (unsigned)b
+                      : b <= 0xa0 ? 0x100u + 33 + ((unsigned)b - 0x7f) : 0x143u;
+        char *o = toks[b];
+        put_utf8(&o, cp);
+        *o = 0;
+    }
+    const char *merges[] = {"a b"};
+    const char *txt = "Hello  world!\n\n  It's 12345 x\t\u00e9t\u00e9 \u4e16\u754c\u3002 <sentinel:3> IMGIMGABZ "
+                      "\xe1\xa0\x8e end   ";
+    int ok = 0;
+    for (size_t i = 0; i < RF_ARRAY_LEN(names); i++) {
+        rf_gguf_writer *w = rf_gguf_writer_new();
+        rf_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        rf_gguf_w_str(w, "tokenizer.ggml.pre", names[i]);
+        rf_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, 256);
+        rf_gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+        void *buf;
+        size_t n;
+        rf_gguf_writer_to_memory(w, &buf, &n, NULL, NULL);
+        rf_gguf_writer_free(w);
+        rf_gguf *g = rf_gguf_open_memory(buf, n);
+        free(buf);
+        rf_tokenizer *t = g ? rf_tokenizer_load(g) : NULL;
+        CHECK(t != NULL, "pre '%s' loads: %s", names[i], t ? "" : rf_last_error());
+        if (t) {
+            int32_t *ids;
+            int k = rf_tokenizer_encode(t, txt, strlen(txt), false, false, &ids);
+            char *d = k >= 0 ? decode(t, ids, k, false, NULL) : NULL;
+            bool good = d && strcmp(d, txt) == 0;
+            CHECK(good, "pre '%s': byte round trip", names[i]);
+            ok += good;
+            free(d);
+            free(ids);
+        }
+        rf_tokenizer_free(t);
+        rf_gguf_close(g);
+    }
+    printf("pre-tokenizers: %d/%zu load and round-trip\n", ok, RF_ARRAY_LEN(names));
+    for (int b = 0; b < 256; b++) free(toks[b]);
+}
+
 int main(void) {
     double t0 = rf_time_s();
     static const char *files[] = {"ggml-vocab-llama-spm", "ggml-vocab-phi-3", "ggml-vocab-llama-bpe",
@@ -550,6 +606,7 @@ int main(void) {
         rf_tokenizer_free(t);
     }
     test_errors();
+    test_all_pre_names();
     printf("tokenizer tests took %.2f s\n", rf_time_s() - t0);
     return test_finish();
 }

@@ -19,7 +19,10 @@
 #include "core/util.h"
 #include "tokenizer/tk_internal.h"
 
-/* ---- regex lists, as in llama.cpp's llm_tokenizer_bpe ---- */
+/* ---- regex lists, as in llama.cpp's llm_tokenizer_bpe ----
+ * Non-ASCII characters are written as PCRE \x{...} escapes: several of them (U+212A KELVIN
+ * SIGN, U+2126 OHM SIGN, U+1FBE, ...) change under Unicode normalization, which editors and
+ * tools may apply to literal text, silently turning a range into a different (or invalid) one. */
 
 /* GPT-2's regex (also the word-level step of many others). */
 #define RX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
@@ -31,7 +34,7 @@
 #define RX_QWEN2                                                                                \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RX_PORO " ?[^(\\s|.,!?…。，、।۔،)]+"
+#define RX_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
 
 static const char *const rx_llama3[] = {RX_LLAMA3, NULL};
 static const char *const rx_gpt2[] = {RX_GPT2, NULL};
@@ -54,22 +57,22 @@ static const char *const rx_falcon[] = {
 };
 static const char *const rx_deepseek_llm[] = {
     "[\r\n]",
-    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
-    "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+    "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
+    "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
     "\\s+$",
-    "[一-龥ࠀ-一가-퟿]+",
+    "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+",
     "\\p{N}+",
     NULL,
 };
 static const char *const rx_deepseek3_llm[] = {
     "\\p{N}{1,3}",
-    "[一-龥぀-ゟ゠-ヿ]+",
+    "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
     "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
     NULL,
 };
 static const char *const rx_deepseek_coder[] = {
-    "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}", NULL,
+    "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}", NULL,
 };
 static const char *const rx_tekken[] = {
     "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?(("
@@ -152,6 +155,48 @@ static const struct {
     {"llama4", rx_gpt4o, 0},
 };
 
+/* llama.cpp's \s is Unicode White_Space (its unicode_set_whitespace); PCRE2's UCP \s also
+ * matches U+180E. Rewrites \s and \S into explicit classes so both agree. Inside a bracket
+ * class only \s occurs (as in [^\s\p{L}\p{N}]) and is replaced by the class contents. */
+#define WS_SET "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+static char *rewrite_ws(const char *rx) {
+    size_t n = strlen(rx), cap = n * 48 + 1, o = 0; /* each escape grows to < 96 bytes */
+    char *out = rf_xmalloc(cap);
+    bool in_class = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = rx[i];
+        if (c == '\\' && i + 1 < n) {
+            char e = rx[i + 1];
+            const char *rep = NULL;
+            if (e == 's') rep = in_class ? WS_SET : "[" WS_SET "]";
+            else if (e == 'S' && !in_class) rep = "[^" WS_SET "]";
+            if (rep) {
+                size_t rl = strlen(rep);
+                memcpy(out + o, rep, rl);
+                o += rl;
+            } else {
+                out[o++] = c;
+                out[o++] = e;
+            }
+            i++;
+            continue;
+        }
+        if (c == '[' && !in_class) {
+            in_class = true;
+            out[o++] = c;
+            /* a ']' right after '[' or '[^' would be literal: copy those verbatim */
+            if (i + 1 < n && rx[i + 1] == '^') out[o++] = rx[++i];
+            if (i + 1 < n && rx[i + 1] == ']') out[o++] = rx[++i];
+            continue;
+        }
+        if (c == ']' && in_class) in_class = false;
+        out[o++] = c;
+    }
+    out[o] = 0;
+    return out;
+}
+
 struct tk_pretok {
     int n;
     pcre2_code **code;
@@ -189,8 +234,10 @@ tk_pretok *tk_pretok_new(const char *pre_name, bool *ignore_merges, bool *add_bo
     for (int i = 0; i < p->n; i++) {
         int err;
         PCRE2_SIZE erroff;
-        p->code[i] = pcre2_compile((PCRE2_SPTR)rx[i], PCRE2_ZERO_TERMINATED,
+        char *pat = rewrite_ws(rx[i]);
+        p->code[i] = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &erroff, NULL);
+        free(pat);
         if (!p->code[i]) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
