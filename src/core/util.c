@@ -23,7 +23,7 @@ void rf_prefix_error(const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err_buf, sizeof old);
-    snprintf(err_buf, sizeof err_buf, "%s: %s", prefix, old);
+    snprintf(err_buf, sizeof err_buf, "%.400s: %.600s", prefix, old);
 }
 
 const char *rf_last_error(void) { return err_buf[0] ? err_buf : "unknown error"; }

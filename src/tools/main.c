@@ -23,7 +23,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "rocmforge: no command given (usage: rocmforge COMMAND [flags]; see 'rocmforge help')\n");
         return 1;
     }
     const char *cmd = argv[1];

@@ -9,6 +9,8 @@
 #ifndef RF_TEST_H
 #define RF_TEST_H
 
+#define RF_TEST_MIN(a, b) ((a) < (b) ? (a) : (b))
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,155 @@
+/* The command-line tool as a user meets it: every bad input gives one "rocmforge: ..." line and
+ * a non-zero exit, never a crash; mkmodel -> info round trip; tokenize; perplexity --logits-out
+ * against the golden logits; run streams the golden greedy text. Runs build/rocmforge
+ * ($ROCMFORGE_BIN). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "golden.h"
+#include "test.h"
+
+static const char *bin;
+static char out_buf[1 << 16], err_buf[1 << 16];
+
+/* Runs the tool with `args` (shell words); returns its exit status (-1: killed by a signal). */
+static int run(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >/tmp/rf-cli-out.%d 2>/tmp/rf-cli-err.%d", bin, args, getpid(), getpid());
+    int st = system(cmd);
+    char p[64];
+    snprintf(p, sizeof p, "/tmp/rf-cli-out.%d", getpid());
+    char *o = test_read_file(p, NULL);
+    snprintf(out_buf, sizeof out_buf, "%s", o ? o : "");
+    free(o);
+    unlink(p);
+    snprintf(p, sizeof p, "/tmp/rf-cli-err.%d", getpid());
+    char *e = test_read_file(p, NULL);
+    snprintf(err_buf, sizeof err_buf, "%s", e ? e : "");
+    free(e);
+    unlink(p);
+    if (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 128)) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A bad input: exit 1, stderr has one error line naming the cause. */
+static void bad(const char *args, const char *want) {
+    int rc = run(args);
+    int lines = 0;
+    for (const char *p = err_buf; *p; p++) lines += *p == '\n';
+    CHECK(rc == 1 && strstr(err_buf, "rocmforge: ") && strstr(err_buf, want),
+          "`rocmforge %s`: exit %d, stderr '%s' (expected an error mentioning '%s')", args, rc, err_buf, want);
+    CHECK(lines <= 2, "`rocmforge %s`: %d stderr lines, expected one error line", args, lines);
+}
+
+int main(void) {
+    bin = getenv("ROCMFORGE_BIN");
+    if (!bin) bin = "build/rocmforge";
+    char args[2048];
+    const char *stories = test_shared("models/stories260K.gguf");
+    const char *vocab = test_shared("vocab/ggml-vocab-llama-spm.gguf");
+    if (!test_file_exists(stories)) {
+        SKIP("../shared missing");
+        return test_finish();
+    }
+
+    CHECK(run("--version") == 0 && strstr(out_buf, "backends: cpu"), "--version lists backends: %s", out_buf);
+    bad("", "usage");
+    bad("frobnicate", "unknown command");
+    bad("run -m /nonexistent.gguf -p hi", "/nonexistent.gguf");
+    bad("run -p hi", "no model");
+    snprintf(args, sizeof args, "run -m %s", stories);
+    bad(args, "-p TEXT or -f FILE");
+    snprintf(args, sizeof args, "run -m %s -p hi --bogus", stories);
+    bad(args, "unknown flag '--bogus'");
+    snprintf(args, sizeof args, "run -m %s -p hi -n abc", stories);
+    bad(args, "bad value 'abc' for -n");
+    snprintf(args, sizeof args, "run -m %s -p hi --temp", stories);
+    bad(args, "needs a value");
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time there was a girl' -c 4", stories);
+    bad(args, "does not fit the context");
+    snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);
+    int rc = run(args);
+    CHECK(rc == 1 && strstr(err_buf, "rocmforge: ") && !strstr(out_buf, " "), "GPU asked for: error, no CPU run (%d, %s)", rc, err_buf);
+    bad("info -m /etc/passwd", "GGUF");
+    snprintf(args, sizeof args, "run -m %s -p hi", vocab);
+    bad(args, "");
+    /* A truncated model file. */
+    size_t len;
+    char *bytes = test_read_file(stories, &len);
+    char trunc[64];
+    snprintf(trunc, sizeof trunc, "/tmp/rf-trunc-%d.gguf", getpid());
+    FILE *f = fopen(trunc, "wb");
+    fwrite(bytes, 1, len / 2, f);
+    fclose(f);
+    snprintf(args, sizeof args, "run -m %s -p hi", trunc);
+    bad(args, trunc);
+    /* An unsupported architecture: rewrite general.architecture "llama" -> "llamb". */
+    char *arch = memmem(bytes, len, "llama", 5);
+    if (arch) {
+        arch[4] = 'b';
+        f = fopen(trunc, "wb");
+        fwrite(bytes, 1, len, f);
+        fclose(f);
+        snprintf(args, sizeof args, "run -m %s -p hi", trunc);
+        bad(args, "");
+    }
+    free(bytes);
+    unlink(trunc);
+
+    /* run: streams exactly the golden greedy continuation to stdout, speeds to stderr. */
+    golden g;
+    if (golden_load("stories260K", &g) == 0) {
+        snprintf(args, sizeof args, "run -m %s -p '%s' --temp 0 -n 48", stories, g.prompt);
+        CHECK(run(args) == 0, "run: %s", err_buf);
+        CHECK(strstr(out_buf, " loved to play outside in the park. One day, she saw a big, red ball.") == out_buf,
+              "run output: '%s'", out_buf);
+        CHECK(strstr(err_buf, "tokens/s") != NULL, "run prints speeds to stderr");
+        /* perplexity --logits-out: same layout as golden, same values. */
+        char lpath[64];
+        snprintf(lpath, sizeof lpath, "/tmp/rf-logits-%d.f32", getpid());
+        snprintf(args, sizeof args, "perplexity -m %s -p '%s' --logits-out %s", stories, g.prompt, lpath);
+        CHECK(run(args) == 0 && strstr(out_buf, "perplexity: "), "perplexity: %s", err_buf);
+        size_t ln;
+        float *lg = (float *)test_read_file(lpath, &ln);
+        CHECK(lg && ln == (size_t)g.n_prompt * g.n_vocab * 4, "logits file size %zu", ln);
+        if (lg && ln == (size_t)g.n_prompt * g.n_vocab * 4)
+            CHECK(test_rel_l2(lg, g.logits, (size_t)g.n_prompt * g.n_vocab) < 3e-3, "logits-out differs from golden");
+        free(lg);
+        unlink(lpath);
+        /* tokenize --ids on the model and on a vocab-only file. */
+        snprintf(args, sizeof args, "tokenize -m %s -p '%s' --ids", stories, g.prompt);
+        CHECK(run(args) == 0 && !strncmp(out_buf, "1 403 407 261", 13), "tokenize --ids: '%s'", out_buf);
+        golden_free(&g);
+    }
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Hello world' --ids --no-bos", vocab);
+    CHECK(run(args) == 0 && !strcmp(out_buf, "15043 3186\n"), "tokenize vocab-only: '%s'", out_buf);
+    snprintf(args, sizeof args, "tokenize -m %s -p '<s>hi' --ids --no-bos", vocab);
+    CHECK(run(args) == 0 && strncmp(out_buf, "1 ", 2), "<s> is text without --special: '%s'", out_buf);
+    snprintf(args, sizeof args, "tokenize -m %s -p '<s>hi' --ids --no-bos --special", vocab);
+    CHECK(run(args) == 0 && !strncmp(out_buf, "1 ", 2), "<s> is BOS with --special: '%s'", out_buf);
+
+    /* mkmodel -> info -> run round trip, for a few architectures and types. */
+    const char *mk[][2] = {{"llama", "q4_k_m"}, {"qwen2", "q8_0"}, {"qwen3", "f16"}, {"llama", "iq4_xs"}};
+    for (size_t i = 0; i < sizeof mk / sizeof mk[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/rf-mk-%d.gguf", getpid());
+        snprintf(args, sizeof args,
+                 "mkmodel -o %s --vocab %s --arch %s --type %s --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 512",
+                 path, vocab, mk[i][0], mk[i][1]);
+        CHECK(run(args) == 0, "mkmodel %s %s: %s", mk[i][0], mk[i][1], err_buf);
+        snprintf(args, sizeof args, "info -m %s", path);
+        CHECK(run(args) == 0 && strstr(out_buf, mk[i][0]) && strstr(out_buf, "n_embd 256, n_layer 2, n_head 4, n_head_kv 2"),
+              "info on mkmodel file: %s", out_buf);
+        snprintf(args, sizeof args, "run -m %s -p hello -n 4 --temp 0", path);
+        CHECK(run(args) == 0, "run on mkmodel %s %s file: %s", mk[i][0], mk[i][1], err_buf);
+        unlink(path);
+    }
+    bad("mkmodel -o /tmp/x.gguf", "--vocab");
+    snprintf(args, sizeof args, "mkmodel -o /tmp/x.gguf --vocab %s --type q9_9", vocab);
+    bad(args, "unsupported --type");
+    return test_finish();
+}
