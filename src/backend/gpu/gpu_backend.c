@@ -1,0 +1,482 @@
+/* gpu_backend.c: the GPU backend's host side (C): device memory, one stream, error recording,
+ * graphs, and the ops of backend.h as launches of the kernels in kernels.h (and the matmul of
+ * matmul_gpu.h). Compiled to nothing unless the build has a GPU toolchain.
+ *
+ * Errors. Ops never return errors: the first failure (a launch error, an unsupported type, a
+ * matmul error) is recorded with the op's name and reported by the next sync()/download(); once
+ * a failure is recorded every later sync/download fails with the same message (the CUDA context
+ * may be unusable after a kernel fault).
+ *
+ * Memory. Everything is plain device memory (cudaMalloc / hipMalloc); weights are uploaded once
+ * (synchronously) by upload_weight. Scratch for attention splits and sampling grows on demand
+ * outside graph capture only (during capture the attention picks fewer splits instead).
+ */
+#if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
+
+#include "gpu_backend.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/util.h"
+#include "gpu_port.h"
+#include "kernels.h"
+
+#ifdef RF_HAVE_GPU_MATMUL
+#include "matmul_gpu.h"
+#endif
+
+#if RF_GPU_HIP
+#define API_UPPER "HIP"
+#else
+#define API_UPPER "CUDA"
+#endif
+
+struct rf_graph {
+    gpuGraph_t graph;
+    gpuGraphExec_t exec;
+};
+
+typedef struct {
+    int dev;
+    gpuStream_t stream;
+    char name[256];
+    char err[1024];
+    int cc_major, cc_minor;
+#ifdef RF_HAVE_GPU_MATMUL
+    rf_gpu_matmul_ctx *mm;
+#endif
+    void *attn_scratch;
+    size_t attn_scratch_bytes;
+    void *sample_scratch;
+    size_t sample_scratch_bytes;
+    int capturing;
+    int attn_mode, attn_split;
+} gpu_impl;
+
+static gpu_impl *G(rf_backend *be) { return be->impl; }
+
+static void record(gpu_impl *g, const char *fmt, ...) RF_PRINTF(2, 3);
+static void record(gpu_impl *g, const char *fmt, ...) {
+    if (g->err[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+}
+
+static void check_launch(gpu_impl *g, const char *op, int rc) {
+    if (rc) record(g, "GPU kernel %s failed to launch: %s", op, gpuGetErrorString((gpuError_t)rc));
+}
+
+void rf_gpu_backend_check(rf_backend *be, const char *what, int rc) { check_launch(G(be), what, rc); }
+
+/* Reports the recorded error (if any) and the stream's state. */
+static int report(gpu_impl *g, const char *when) {
+    if (!g->err[0]) {
+        gpuError_t e = gpuStreamSynchronize(g->stream);
+        if (e != gpuSuccess)
+            record(g, "GPU kernel failure detected at %s: %s", when, gpuGetErrorString(e));
+    }
+    if (g->err[0]) {
+        rf_set_error("%s", g->err);
+        return -1;
+    }
+    return 0;
+}
+
+static void gpu_destroy(rf_backend *be) {
+    gpu_impl *g = G(be);
+    gpuStreamSynchronize(g->stream);
+#ifdef RF_HAVE_GPU_MATMUL
+    rf_gpu_matmul_free(g->mm);
+#endif
+    if (g->attn_scratch) gpuFree(g->attn_scratch);
+    if (g->sample_scratch) gpuFree(g->sample_scratch);
+    gpuStreamDestroy(g->stream);
+    free(g);
+    free(be);
+}
+
+static const char *gpu_describe(rf_backend *be) { return G(be)->name; }
+
+static void *dev_alloc(gpu_impl *g, size_t bytes) {
+    void *p = NULL;
+    gpuError_t e = gpuMalloc(&p, bytes ? bytes : 1);
+    if (e != gpuSuccess) {
+        gpuGetLastError(); /* clear the (non-sticky) allocation error */
+        size_t fr = 0, tot = 0;
+        gpuMemGetInfo(&fr, &tot);
+        rf_set_error("out of GPU memory allocating %zu bytes (%.1f MiB) on %s: %.1f MiB free of %.1f MiB (%s)",
+                     bytes, bytes / 1048576.0, g->name, fr / 1048576.0, tot / 1048576.0, gpuGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void *gpu_alloc(rf_backend *be, size_t bytes) { return dev_alloc(G(be), bytes); }
+
+static void gpu_free(rf_backend *be, void *p) {
+    if (!p) return;
+    gpuStreamSynchronize(G(be)->stream);
+    gpuFree(p);
+}
+
+static void *gpu_upload_weight(rf_backend *be, const void *host, size_t bytes) {
+    gpu_impl *g = G(be);
+    void *p = dev_alloc(g, bytes);
+    if (!p) return NULL;
+    gpuError_t e = gpuMemcpy(p, host, bytes, gpuMemcpyHostToDevice);
+    if (e != gpuSuccess) {
+        rf_set_error("copying %zu bytes of weights to the GPU: %s", bytes, gpuGetErrorString(e));
+        gpuFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void gpu_free_weight(rf_backend *be, void *p) { gpu_free(be, p); }
+
+static void gpu_upload(rf_backend *be, void *dst, const void *src, size_t bytes) {
+    gpu_impl *g = G(be);
+    if (!bytes) return;
+    /* from pageable memory: returns once the source has been staged, so the caller may reuse it */
+    gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, g->stream);
+    if (e != gpuSuccess) record(g, "upload of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
+}
+
+static int gpu_download(rf_backend *be, void *dst, const void *src, size_t bytes) {
+    gpu_impl *g = G(be);
+    be->n_downloads++;
+    if (!g->err[0] && bytes) {
+        gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, g->stream);
+        if (e != gpuSuccess) record(g, "download of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
+    }
+    return report(g, "download");
+}
+
+static int gpu_sync(rf_backend *be) { return report(G(be), "sync"); }
+
+static size_t gpu_mem_free(rf_backend *be) {
+    (void)be;
+    size_t fr = 0, tot = 0;
+    if (gpuMemGetInfo(&fr, &tot) != gpuSuccess) {
+        gpuGetLastError();
+        return 0;
+    }
+    return fr;
+}
+
+/* Grows a scratch buffer; fails (returns -1) during capture or when out of memory. */
+static int ensure_scratch(gpu_impl *g, void **buf, size_t *have, size_t need) {
+    if (need <= *have) return 0;
+    if (g->capturing) return -1;
+    gpuStreamSynchronize(g->stream);
+    if (*buf) gpuFree(*buf);
+    *buf = NULL;
+    *have = 0;
+    size_t want = need + need / 2;
+    void *p = NULL;
+    if (gpuMalloc(&p, want) != gpuSuccess) {
+        gpuGetLastError();
+        return -1;
+    }
+    *buf = p;
+    *have = want;
+    return 0;
+}
+
+/* ---- ops --------------------------------------------------------------------------------- */
+
+static void op_embed(rf_backend *be, const rf_weight *table, const int32_t *tokens, int n, float *out) {
+    gpu_impl *g = G(be);
+    uint64_t rb = 0;
+    const rf_type_info *ti = rf_type_get(table->type);
+    if (!ti || !ti->supported || !rf_row_bytes(table->type, (uint64_t)table->n_in, &rb)) {
+        record(g, "embed: weight %s of type %s is not supported on the GPU", table->name ? table->name : "?",
+               rf_type_name(table->type));
+        return;
+    }
+    check_launch(g, "embed", rf_gpu_embed(g->stream, table->type, table->data, (size_t)rb, table->n_in, tokens, n, out));
+}
+
+static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf_weight *w, int n_rows, int dim,
+                       float eps, float *out) {
+    gpu_impl *g = G(be);
+    if (w->type != RF_TYPE_F32) {
+        record(g, "rmsnorm: weight %s must be f32, not %s", w->name ? w->name : "?", rf_type_name(w->type));
+        return;
+    }
+    check_launch(g, "rmsnorm", rf_gpu_rmsnorm(g->stream, x, residual, w->data, n_rows, dim, eps, out));
+}
+
+static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
+    gpu_impl *g = G(be);
+    if (g->err[0]) return;
+    if (bias && bias->type != RF_TYPE_F32) {
+        record(g, "matmul: bias %s must be f32, not %s", bias->name ? bias->name : "?", rf_type_name(bias->type));
+        return;
+    }
+    const float *b = bias ? bias->data : NULL;
+#ifdef RF_HAVE_GPU_MATMUL
+    if (rf_gpu_matmul(g->mm, w->type, w->data, w->n_out, w->n_in, x, n, b, y))
+        record(g, "matmul %s (%s, %lld x %lld, n=%d): %s", w->name ? w->name : "?", rf_type_name(w->type),
+               (long long)w->n_out, (long long)w->n_in, n, rf_last_error());
+#else
+    uint64_t rb = 0;
+    const rf_type_info *ti = rf_type_get(w->type);
+    if (!ti || !ti->supported || !rf_row_bytes(w->type, (uint64_t)w->n_in, &rb)) {
+        record(g, "matmul: weight %s of type %s is not supported on the GPU", w->name ? w->name : "?",
+               rf_type_name(w->type));
+        return;
+    }
+    check_launch(g, "matmul", rf_gpu_matmul_fallback(g->stream, w->type, w->data, (size_t)rb, w->n_out, w->n_in, x, n, b, y));
+#endif
+}
+
+static void op_rope_store_kv(rf_backend *be, const rf_step *st, const rf_rope *rope, const rf_attn_dims *d, float *q,
+                             float *k, const float *v, float *k_cache, float *v_cache) {
+    gpu_impl *g = G(be);
+    check_launch(g, "rope_store_kv",
+                 rf_gpu_rope_store_kv(g->stream, st->n_tokens, st->pos, st->slot, rope, d->n_head, d->n_kv_head,
+                                      d->head_dim, q, k, v, k_cache, v_cache));
+}
+
+static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const float *q, const float *k_cache,
+                         const float *v_cache, float *out) {
+    gpu_impl *g = G(be);
+    if (d->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || d->n_kv_head <= 0 || d->n_head % d->n_kv_head) {
+        record(g, "attention: head_dim %d / heads %d / kv heads %d not supported on the GPU (head_dim <= %d)",
+               d->head_dim, d->n_head, d->n_kv_head, RF_GPU_ATTN_MAX_HEAD_DIM);
+        return;
+    }
+    rf_gpu_attn_args a = {st->n_tokens, d->n_head, d->n_kv_head, d->head_dim, d->scale, st->block_size,
+                          st->max_blocks, st->pos, st->seq_row, st->block_table, q, k_cache, v_cache, out};
+    int mode = g->attn_mode;
+    if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
+    if (mode == 1) {
+        /* splits: enough to cover the longest context in 256-position chunks (max_pos is only a
+         * hint: the kernel is correct for any split count) */
+        int n_split = g->attn_split > 0 ? g->attn_split : (st->max_pos + 1 + 255) / 256;
+        if (n_split < 1) n_split = 1;
+        if (n_split > 64) n_split = 64;
+        while (n_split > 1 && ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
+                                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split)))
+            n_split /= 2;
+        if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
+                            rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
+            check_launch(g, "attention (decode)", rf_gpu_attention_decode(g->stream, &a, n_split, g->attn_scratch));
+            return;
+        }
+    }
+    check_launch(g, "attention (prefill)", rf_gpu_attention_prefill(g->stream, &a));
+}
+
+static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_t n, float *out) {
+    gpu_impl *g = G(be);
+    check_launch(g, "swiglu", rf_gpu_swiglu(g->stream, gate, up, n, out));
+}
+
+static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
+    gpu_impl *g = G(be);
+    check_launch(g, "get_rows", rf_gpu_get_rows(g->stream, x, rows, n_rows, dim, out));
+}
+
+static void op_copy_block(rf_backend *be, float *cache, size_t block_floats, int src, int dst) {
+    gpu_impl *g = G(be);
+    check_launch(g, "copy_block", rf_gpu_copy_block(g->stream, cache, block_floats, src, dst));
+}
+
+static void op_sample(rf_backend *be, const float *logits, int n_vocab, const rf_sample_params *p,
+                      const int32_t *history, int n_history, float u, int32_t *token_out, float *logprob_out) {
+    gpu_impl *g = G(be);
+    if (ensure_scratch(g, &g->sample_scratch, &g->sample_scratch_bytes, rf_gpu_sample_scratch(n_vocab))) {
+        record(g, "sample: cannot get %zu bytes of scratch%s", rf_gpu_sample_scratch(n_vocab),
+               g->capturing ? " during graph capture (sample once before capturing)" : "");
+        return;
+    }
+    check_launch(g, "sample",
+                 rf_gpu_sample(g->stream, logits, n_vocab, p, history, n_history, u, token_out, logprob_out,
+                               g->sample_scratch));
+}
+
+/* ---- graphs -------------------------------------------------------------------------------- */
+
+static int gpu_graph_begin(rf_backend *be) {
+    gpu_impl *g = G(be);
+    if (report(g, "graph_begin")) return -1;
+    gpuError_t e = gpuStreamBeginCapture(g->stream, gpuStreamCaptureModeThreadLocal);
+    if (e != gpuSuccess) {
+        rf_set_error("starting graph capture: %s", gpuGetErrorString(e));
+        return -1;
+    }
+    g->capturing = 1;
+    return 0;
+}
+
+static int gpu_graph_end(rf_backend *be, rf_graph **out) {
+    gpu_impl *g = G(be);
+    *out = NULL;
+    gpuGraph_t graph = NULL;
+    gpuError_t e = gpuStreamEndCapture(g->stream, &graph);
+    g->capturing = 0;
+    if (g->err[0]) {
+        if (graph) gpuGraphDestroy(graph);
+        rf_set_error("%s (during graph capture)", g->err);
+        return -1;
+    }
+    if (e != gpuSuccess) {
+        rf_set_error("ending graph capture: %s", gpuGetErrorString(e));
+        return -1;
+    }
+    rf_graph *gr = rf_xcalloc(1, sizeof *gr);
+    gr->graph = graph;
+    e = gpuGraphInstantiate(&gr->exec, graph);
+    if (e != gpuSuccess) {
+        rf_set_error("instantiating the captured graph: %s", gpuGetErrorString(e));
+        gpuGraphDestroy(graph);
+        free(gr);
+        return -1;
+    }
+    *out = gr;
+    return 0;
+}
+
+static int gpu_graph_launch(rf_backend *be, rf_graph *gr) {
+    gpu_impl *g = G(be);
+    gpuError_t e = gpuGraphLaunch(gr->exec, g->stream);
+    if (e != gpuSuccess) {
+        record(g, "graph launch failed: %s", gpuGetErrorString(e));
+        rf_set_error("%s", g->err);
+        return -1;
+    }
+    return 0;
+}
+
+static void gpu_graph_free(rf_backend *be, rf_graph *gr) {
+    if (!gr) return;
+    gpuStreamSynchronize(G(be)->stream);
+    gpuGraphExecDestroy(gr->exec);
+    gpuGraphDestroy(gr->graph);
+    free(gr);
+}
+
+static const rf_backend_ops gpu_ops = {
+    .name = RF_GPU_API_NAME,
+    .destroy = gpu_destroy,
+    .describe = gpu_describe,
+    .alloc = gpu_alloc,
+    .free = gpu_free,
+    .upload_weight = gpu_upload_weight,
+    .free_weight = gpu_free_weight,
+    .upload = gpu_upload,
+    .download = gpu_download,
+    .sync = gpu_sync,
+    .mem_free = gpu_mem_free,
+    .embed = op_embed,
+    .rmsnorm = op_rmsnorm,
+    .matmul = op_matmul,
+    .rope_store_kv = op_rope_store_kv,
+    .attention = op_attention,
+    .swiglu = op_swiglu,
+    .get_rows = op_get_rows,
+    .copy_block = op_copy_block,
+    .sample = op_sample,
+    .graph_begin = gpu_graph_begin,
+    .graph_end = gpu_graph_end,
+    .graph_launch = gpu_graph_launch,
+    .graph_free = gpu_graph_free,
+};
+
+rf_backend *rf_gpu_backend_create(int dev) {
+    int n = 0;
+    gpuError_t e = gpuGetDeviceCount(&n);
+    if (e != gpuSuccess || n == 0) {
+        rf_set_error("no " API_UPPER " device found%s%s", e != gpuSuccess ? ": " : "",
+                     e != gpuSuccess ? gpuGetErrorString(e) : "");
+        gpuGetLastError();
+        return NULL;
+    }
+    if (dev < 0 || dev >= n) {
+        rf_set_error("GPU %d requested but %d " API_UPPER " device%s found", dev, n, n == 1 ? " was" : "s were");
+        return NULL;
+    }
+    if ((e = gpuSetDevice(dev)) != gpuSuccess) {
+        rf_set_error("selecting GPU %d: %s", dev, gpuGetErrorString(e));
+        return NULL;
+    }
+    gpuDeviceProp prop;
+    if ((e = gpuGetDeviceProperties(&prop, dev)) != gpuSuccess) {
+        rf_set_error("querying GPU %d: %s", dev, gpuGetErrorString(e));
+        return NULL;
+    }
+    gpu_impl *g = rf_xcalloc(1, sizeof *g);
+    g->dev = dev;
+    g->cc_major = prop.major;
+    g->cc_minor = prop.minor;
+    snprintf(g->name, sizeof g->name, "%s", prop.name);
+    if ((e = gpuStreamCreateWithFlags(&g->stream, gpuStreamNonBlocking)) != gpuSuccess) {
+        rf_set_error("creating a stream on %s: %s", g->name, gpuGetErrorString(e));
+        free(g);
+        return NULL;
+    }
+    /* A probe launch: a device whose architecture this build lacks fails here, clearly. */
+    int *flag = NULL;
+    if ((e = gpuMalloc((void **)&flag, sizeof(int))) != gpuSuccess) {
+        rf_set_error("allocating on %s: %s", g->name, gpuGetErrorString(e));
+        gpuStreamDestroy(g->stream);
+        free(g);
+        return NULL;
+    }
+    int rc = rf_gpu_probe(g->stream, flag);
+    if (!rc) rc = (int)gpuStreamSynchronize(g->stream);
+    gpuFree(flag);
+    if (rc) {
+#if RF_GPU_HIP
+        rf_set_error("GPU %s (%s) cannot run this build's kernels (built for %s): %s", g->name, prop.gcnArchName,
+                     RF_HIP_ARCHS, gpuGetErrorString((gpuError_t)rc));
+#else
+        rf_set_error("GPU %s is sm_%d%d, an architecture this build has no kernels for (built for %s): %s", g->name,
+                     prop.major, prop.minor, RF_CUDA_ARCHS, gpuGetErrorString((gpuError_t)rc));
+#endif
+        gpuGetLastError();
+        gpuStreamDestroy(g->stream);
+        free(g);
+        return NULL;
+    }
+#ifdef RF_HAVE_GPU_MATMUL
+    g->mm = rf_gpu_matmul_init(g->stream);
+    if (!g->mm) {
+        rf_prefix_error("GPU matmul on %s", g->name);
+        gpuStreamDestroy(g->stream);
+        free(g);
+        return NULL;
+    }
+#endif
+    rf_backend *be = rf_xcalloc(1, sizeof *be);
+    be->ops = &gpu_ops;
+    be->impl = g;
+    return be;
+}
+
+const char *rf_gpu_backends_built(void) {
+#if RF_GPU_HIP
+    return "cpu hip(" RF_HIP_ARCHS ")";
+#else
+    return "cpu cuda(" RF_CUDA_ARCHS ")";
+#endif
+}
+
+void *rf_gpu_backend_stream(rf_backend *be) { return G(be)->stream; }
+
+void rf_gpu_backend_set_attention(rf_backend *be, int mode, int n_split) {
+    G(be)->attn_mode = mode;
+    G(be)->attn_split = n_split;
+}
+
+#else
+typedef int rf_gpu_backend_unused; /* ISO C forbids an empty translation unit */
+#endif

@@ -1,0 +1,78 @@
+/* kernels.h: the host-callable launchers of the GPU kernels (one .cu file per family).
+ *
+ * Every launcher enqueues its work on `stream` (a cudaStream_t / hipStream_t passed as void *;
+ * NULL is the legacy default stream), never synchronizes, never allocates, and returns 0 or the
+ * runtime's error code of the launch (gpuGetLastError), which the backend turns into a message.
+ * All pointers are device memory. Shapes follow the CPU twins in backend/cpu/ops.h; each kernel's
+ * contract is written above it in its .cu file. Usable from C and from .cu sources.
+ */
+#ifndef RF_GPU_KERNELS_H
+#define RF_GPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A trivial kernel: fails with "no kernel image" when the device's architecture is not built. */
+int rf_gpu_probe(void *stream, int *dev_flag);
+
+/* embed.cu: out[t][:] = dequantize(table row tokens[t]); row_bytes = bytes of one table row. */
+int rf_gpu_embed(void *stream, uint32_t type, const void *table, size_t row_bytes, int64_t n_in,
+                 const int32_t *tokens, int n, float *out);
+
+/* rmsnorm.cu */
+int rf_gpu_rmsnorm(void *stream, float *x, const float *residual, const float *w, int n_rows, int dim,
+                   float eps, float *out);
+
+/* rope.cu: rotates q and k of each token (rf_rope), then stores k and v rows at slot[t] of the
+ * caches (k_cache / v_cache may be NULL: rotate only). */
+int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot, const rf_rope *rope,
+                         int n_head, int n_kv_head, int head_dim, float *q, float *k, const float *v,
+                         float *k_cache, float *v_cache);
+
+/* attention.cu */
+typedef struct {
+    int n_tokens, n_head, n_kv_head, head_dim;
+    float scale;
+    int block_size, max_blocks;
+    const int32_t *pos, *seq_row, *block_table;
+    const float *q, *k_cache, *v_cache;
+    float *out;
+} rf_gpu_attn_args;
+/* Largest head_dim the attention kernels take. */
+#define RF_GPU_ATTN_MAX_HEAD_DIM 256
+/* Decode-style (split-K, flash-decoding): n_split partial passes per (token, head), combined by a
+ * second kernel; scratch holds rf_gpu_attn_decode_scratch(...) bytes. Correct for any batch. */
+size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);
+int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
+/* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
+int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);
+
+/* elementwise.cu */
+int rf_gpu_swiglu(void *stream, const float *gate, const float *up, int64_t n, float *out);
+int rf_gpu_scale(void *stream, float *x, int64_t n, float s);
+int rf_gpu_causal_mask(void *stream, float *x, int n_rows, int n_cols);
+int rf_gpu_softmax_rows(void *stream, float *x, int n_rows, int n_cols);
+int rf_gpu_get_rows(void *stream, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
+int rf_gpu_copy_block(void *stream, float *cache, size_t block_floats, int src, int dst);
+
+/* matmul_fallback.cu (temporary; the real matmul is matmul_gpu.h) */
+int rf_gpu_matmul_fallback(void *stream, uint32_t type, const void *w, size_t row_bytes, int64_t n_out, int64_t n_in,
+                           const float *x, int n, const float *bias, float *y);
+
+/* sample.cu: runtime/sampler.h's algorithm; scratch holds rf_gpu_sample_scratch(n_vocab) bytes. */
+size_t rf_gpu_sample_scratch(int n_vocab);
+int rf_gpu_sample(void *stream, const float *logits, int n_vocab, const rf_sample_params *p,
+                  const int32_t *history, int n_history, float u, int32_t *token_out, float *logprob_out,
+                  void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
