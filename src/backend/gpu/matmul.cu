@@ -1,0 +1,1062 @@
+/* matmul.cu: y = x * W^T on the GPU for every supported GGUF weight type (matmul_gpu.h has the
+ * API contract). One source for CUDA (nvcc) and HIP (hipcc, AMD): the few runtime differences
+ * are behind the mm* macros below; device code never assumes a warp size (warpSize is 32 on
+ * NVIDIA, 32 or 64 on AMD).
+ *
+ * Structure
+ *  - Block decoders (struct Dec*): each decodes one "chunk" of E consecutive elements of a row
+ *    into f32 registers, bit-exact with core/quant.c (same products, same order; the GPU may
+ *    contract a multiply-add into an FMA). They are __host__ __device__ so the library can
+ *    check them against the CPU oracle on a machine without a GPU (rf_gpu_mm_host_decode).
+ *  - k_matvec: one warp per output row, lanes stride over the row's chunks, f32 accumulation,
+ *    shuffle reduction; up to 8 x columns per launch reuse each decoded chunk.
+ *  - GEMM for large n: CUDA with cuBLAS (dlopen'ed; weight decoded to f16 slabs, x to f16,
+ *    f32 accumulation); otherwise k_gemm_tiled (f32, decodes weight tiles into shared memory).
+ */
+#if defined(__HIP__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+#define MM_HIP 1
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+typedef hipStream_t mmStream_t;
+typedef hipEvent_t mmEvent_t;
+typedef hipError_t mmError_t;
+#define mmSuccess hipSuccess
+#define mmGetErrorString hipGetErrorString
+#define mmGetLastError hipGetLastError
+#define mmMalloc hipMalloc
+#define mmFree hipFree
+#define mmMemcpy hipMemcpy
+#define mmMemcpyHostToDevice hipMemcpyHostToDevice
+#define mmMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define mmMemset hipMemset
+#define mmStreamSynchronize hipStreamSynchronize
+#define mmDeviceSynchronize hipDeviceSynchronize
+#define mmGetDeviceCount hipGetDeviceCount
+#define mmGetDevice hipGetDevice
+#define mmEventCreate hipEventCreate
+#define mmEventDestroy hipEventDestroy
+#define mmEventRecord hipEventRecord
+#define mmEventSynchronize hipEventSynchronize
+#define mmEventElapsedTime hipEventElapsedTime
+#define mmStreamIsCapturing hipStreamIsCapturing
+#define mmStreamCaptureStatus hipStreamCaptureStatus
+#define mmStreamCaptureStatusNone hipStreamCaptureStatusNone
+#define MM_SHFL_XOR(v, off) __shfl_xor((v), (off))
+#else
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+typedef cudaStream_t mmStream_t;
+typedef cudaEvent_t mmEvent_t;
+typedef cudaError_t mmError_t;
+#define mmSuccess cudaSuccess
+#define mmGetErrorString cudaGetErrorString
+#define mmGetLastError cudaGetLastError
+#define mmMalloc cudaMalloc
+#define mmFree cudaFree
+#define mmMemcpy cudaMemcpy
+#define mmMemcpyHostToDevice cudaMemcpyHostToDevice
+#define mmMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define mmMemset cudaMemset
+#define mmStreamSynchronize cudaStreamSynchronize
+#define mmDeviceSynchronize cudaDeviceSynchronize
+#define mmGetDeviceCount cudaGetDeviceCount
+#define mmGetDevice cudaGetDevice
+#define mmEventCreate cudaEventCreate
+#define mmEventDestroy cudaEventDestroy
+#define mmEventRecord cudaEventRecord
+#define mmEventSynchronize cudaEventSynchronize
+#define mmEventElapsedTime cudaEventElapsedTime
+#define mmStreamIsCapturing cudaStreamIsCapturing
+#define mmStreamCaptureStatus cudaStreamCaptureStatus
+#define mmStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define MM_SHFL_XOR(v, off) __shfl_xor_sync(0xffffffffu, (v), (off))
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "core/dtype.h"
+#include "core/util.h"
+}
+#include "matmul_gpu.h"
+
+#define HD __host__ __device__ __forceinline__
+
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define MM_DEVICE_PASS 1
+#define MM_UNROLL _Pragma("unroll")
+#else
+#define MM_UNROLL /* the host compiler unrolls as it sees fit */
+#endif
+
+/* ---- Scalar helpers --------------------------------------------------------------------- */
+
+/* IEEE half bits -> f32, exact (hardware conversion on the device, bit arithmetic on the host). */
+HD float mm_h2f(uint16_t h) {
+#ifdef MM_DEVICE_PASS
+    return __half2float(__ushort_as_half(h));
+#else
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal: normalise */
+        int e = 113;
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            e--;
+        }
+        bits = sign | ((uint32_t)e << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+#endif
+}
+
+HD float mm_bits2f(uint32_t u) {
+#ifdef MM_DEVICE_PASS
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+HD float mm_bf2f(uint16_t h) { return mm_bits2f((uint32_t)h << 16); }
+
+/* Loads. `a2`: address 2-byte aligned, `a4`: 4, `a16`: 16. Out: little-endian 32-bit words. */
+HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+HD uint32_t ld32_a2(const uint8_t *p) { return (uint32_t)ld16(p) | ((uint32_t)ld16(p + 2) << 16); }
+HD uint32_t ld32_a4(const uint8_t *p) { return *(const uint32_t *)p; }
+
+template <int NB> HD void ldw_a2(const uint8_t *p, uint32_t *out) {
+MM_UNROLL
+    for (int i = 0; i < NB / 4; i++) out[i] = ld32_a2(p + 4 * i);
+}
+template <int NB> HD void ldw_a4(const uint8_t *p, uint32_t *out) {
+MM_UNROLL
+    for (int i = 0; i < NB / 4; i++) out[i] = ld32_a4(p + 4 * i);
+}
+template <int NB> HD void ldw_a16(const uint8_t *p, uint32_t *out) {
+MM_UNROLL
+    for (int i = 0; i < NB / 16; i++) {
+        const uint4 v = *(const uint4 *)(p + 16 * i);
+        out[4 * i] = v.x;
+        out[4 * i + 1] = v.y;
+        out[4 * i + 2] = v.z;
+        out[4 * i + 3] = v.w;
+    }
+}
+/* Byte j of a little-endian word array (j a compile-time constant after unrolling). */
+HD uint32_t byte_of(const uint32_t *w, int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; }
+
+/* IQ4_NL codebook {-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113} as four words of
+ * int8 (little-endian): selected without memory lookups. */
+HD float iq4_value(uint32_t idx) {
+    const uint32_t w0 = 0xBFAD9881u, w1 = 0xF6EADDCFu, w2 = 0x26190D01u, w3 = 0x71594535u;
+    const uint32_t w = (idx & 8) ? ((idx & 4) ? w3 : w2) : ((idx & 4) ? w1 : w0);
+    return (float)(int8_t)(uint8_t)(w >> (8 * (idx & 3)));
+}
+
+/* Q4_K / Q5_K 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes (3 words). */
+HD void k4_sm(const uint32_t *s, int j, float *sc, float *mn) {
+    uint32_t a, b;
+    if (j < 4) {
+        a = byte_of(s, j) & 63;
+        b = byte_of(s, j + 4) & 63;
+    } else {
+        a = (byte_of(s, j + 4) & 0xf) | ((byte_of(s, j - 4) >> 6) << 4);
+        b = (byte_of(s, j + 4) >> 4) | ((byte_of(s, j) >> 6) << 4);
+    }
+    *sc = (float)a;
+    *mn = (float)b;
+}
+
+/* ---- Block decoders ----------------------------------------------------------------------
+ * struct Dec<T> { QK: elements per block; BB: bytes per block; E: elements per chunk (a chunk is
+ * elements [p*E, p*E+E) of a block, p < C = QK/E); A: alignment of the weight base pointer the
+ * loads assume (row bytes keep it for every row); dec(b, p, w): w[0..E) = chunk p of the block
+ * at b }. Layouts are documented in core/quant.c. */
+
+struct DecF32x1 {
+    enum { QK = 1, BB = 4, E = 1, C = 1, A = 4 };
+    static HD void dec(const uint8_t *b, int, float *w) { w[0] = *(const float *)b; }
+};
+struct DecF32x4 {
+    enum { QK = 4, BB = 16, E = 4, C = 1, A = 16 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const float4 v = *(const float4 *)b;
+        w[0] = v.x;
+        w[1] = v.y;
+        w[2] = v.z;
+        w[3] = v.w;
+    }
+};
+struct DecF16x1 {
+    enum { QK = 1, BB = 2, E = 1, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) { w[0] = mm_h2f(ld16(b)); }
+};
+struct DecF16x8 {
+    enum { QK = 8, BB = 16, E = 8, C = 1, A = 16 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        uint32_t q[4];
+        ldw_a16<16>(b, q);
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w[2 * i] = mm_h2f((uint16_t)(q[i] & 0xffffu));
+            w[2 * i + 1] = mm_h2f((uint16_t)(q[i] >> 16));
+        }
+    }
+};
+struct DecBF16x1 {
+    enum { QK = 1, BB = 2, E = 1, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) { w[0] = mm_bf2f(ld16(b)); }
+};
+struct DecBF16x8 {
+    enum { QK = 8, BB = 16, E = 8, C = 1, A = 16 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        uint32_t q[4];
+        ldw_a16<16>(b, q);
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w[2 * i] = mm_bits2f(q[i] << 16);
+            w[2 * i + 1] = mm_bits2f(q[i] & 0xffff0000u);
+        }
+    }
+};
+
+/* Q8_0: f16 d, int8 q[32]. */
+struct DecQ8_0 {
+    enum { QK = 32, BB = 34, E = 32, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const float d = mm_h2f(ld16(b));
+        uint32_t q[8];
+        ldw_a2<32>(b + 2, q);
+MM_UNROLL
+        for (int j = 0; j < 32; j++) w[j] = d * (float)(int8_t)(uint8_t)byte_of(q, j);
+    }
+};
+/* Q4_0: f16 d, qs[16]; element j < 16 low nibble of qs[j], j >= 16 high nibble of qs[j-16]. */
+struct DecQ4_0 {
+    enum { QK = 32, BB = 18, E = 32, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const float d = mm_h2f(ld16(b));
+        uint32_t q[4];
+        ldw_a2<16>(b + 2, q);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            w[j] = (float)((int)(v & 0xf) - 8) * d;
+            w[j + 16] = (float)((int)(v >> 4) - 8) * d;
+        }
+    }
+};
+/* Q4_1: f16 d, f16 m, qs[16]. */
+struct DecQ4_1 {
+    enum { QK = 32, BB = 20, E = 32, C = 1, A = 4 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const uint32_t dm = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dm & 0xffffu)), m = mm_h2f((uint16_t)(dm >> 16));
+        uint32_t q[4];
+        ldw_a4<16>(b + 4, q);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            w[j] = (float)(v & 0xf) * d + m;
+            w[j + 16] = (float)(v >> 4) * d + m;
+        }
+    }
+};
+/* Q5_0: f16 d, u32 qh, qs[16]. */
+struct DecQ5_0 {
+    enum { QK = 32, BB = 22, E = 32, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const float d = mm_h2f(ld16(b));
+        const uint32_t qh = ld32_a2(b + 2);
+        uint32_t q[4];
+        ldw_a2<16>(b + 6, q);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            const int lo = (int)((v & 0xf) | (((qh >> j) & 1) << 4));
+            const int hi = (int)((v >> 4) | (((qh >> (j + 16)) & 1) << 4));
+            w[j] = (float)(lo - 16) * d;
+            w[j + 16] = (float)(hi - 16) * d;
+        }
+    }
+};
+/* Q5_1: f16 d, f16 m, u32 qh, qs[16]. */
+struct DecQ5_1 {
+    enum { QK = 32, BB = 24, E = 32, C = 1, A = 8 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const uint32_t dm = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dm & 0xffffu)), m = mm_h2f((uint16_t)(dm >> 16));
+        const uint32_t qh = ld32_a4(b + 4);
+        uint32_t q[4];
+        ldw_a4<16>(b + 8, q);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            const uint32_t lo = (v & 0xf) | (((qh >> j) & 1) << 4);
+            const uint32_t hi = (v >> 4) | (((qh >> (j + 16)) & 1) << 4);
+            w[j] = (float)lo * d + m;
+            w[j + 16] = (float)hi * d + m;
+        }
+    }
+};
+/* IQ4_NL: f16 d, qs[16] (Q4_0 nibble order) indexing the codebook. */
+struct DecIQ4_NL {
+    enum { QK = 32, BB = 18, E = 32, C = 1, A = 2 };
+    static HD void dec(const uint8_t *b, int, float *w) {
+        const float d = mm_h2f(ld16(b));
+        uint32_t q[4];
+        ldw_a2<16>(b + 2, q);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            w[j] = d * iq4_value(v & 0xf);
+            w[j + 16] = d * iq4_value(v >> 4);
+        }
+    }
+};
+/* Q2_K: scales[16], qs[64], f16 d, f16 dmin. Chunk p (32 elements) = half h = p/4, shift k = p%4:
+ * element l is bits 2k..2k+1 of qs[32h + l], sub-block 8h + 2k + l/16. */
+struct DecQ2_K {
+    enum { QK = 256, BB = 84, E = 32, C = 8, A = 4 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const int h = p >> 2, k = p & 3;
+        const uint32_t dd = ld32_a4(b + 80);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t q[8];
+        ldw_a4<32>(b + 16 + 32 * h, q);
+        const uint16_t sc2 = ld16(b + 8 * h + 2 * k); /* scales of sub-blocks 8h+2k, 8h+2k+1 */
+MM_UNROLL
+        for (int part = 0; part < 2; part++) {
+            const uint32_t sc = part ? (uint32_t)(sc2 >> 8) : (uint32_t)(sc2 & 0xff);
+            const float dl = d * (float)(sc & 0xf), ml = dmin * (float)(sc >> 4);
+MM_UNROLL
+            for (int l = 0; l < 16; l++) {
+                const uint32_t v = (byte_of(q, 16 * part + l) >> (2 * k)) & 3;
+                w[16 * part + l] = dl * (float)v - ml;
+            }
+        }
+    }
+};
+/* Q3_K: hmask[32], qs[64], scales[12], f16 d. Chunk p: h = p/4, k = p%4 as Q2_K; high bit of
+ * element l is bit 4h+k of hmask[l] (clear = subtract 4). */
+struct DecQ3_K {
+    enum { QK = 256, BB = 110, E = 32, C = 8, A = 2 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const int h = p >> 2, k = p & 3;
+        const float d = mm_h2f(ld16(b + 108));
+        uint32_t q[8], hm[8], sc[3];
+        ldw_a2<32>(b + 32 + 32 * h, q);
+        ldw_a2<32>(b, hm);
+        ldw_a2<12>(b + 96, sc);
+        const int hb = 4 * h + k;
+MM_UNROLL
+        for (int part = 0; part < 2; part++) {
+            const int s = 8 * h + 2 * k + part;
+            const uint32_t lo = s < 8 ? (byte_of(sc, s) & 0xf) : (byte_of(sc, s - 8) >> 4);
+            const uint32_t hi = (byte_of(sc, 8 + (s & 3)) >> (2 * (s >> 2))) & 3;
+            const float dl = d * (float)((int)(lo | (hi << 4)) - 32);
+MM_UNROLL
+            for (int l = 0; l < 16; l++) {
+                const int j = 16 * part + l;
+                const int v = (int)((byte_of(q, j) >> (2 * k)) & 3) - (((byte_of(hm, j) >> hb) & 1) ? 0 : 4);
+                w[j] = dl * (float)v;
+            }
+        }
+    }
+};
+/* Q4_K: f16 d, f16 dmin, scales[12], qs[128]. Chunk p = sub-block p: the low (p even) or high
+ * (p odd) nibbles of qs[32*(p/2) .. +32). */
+struct DecQ4_K {
+    enum { QK = 256, BB = 144, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const uint32_t dd = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t sc[3], q[8];
+        ldw_a4<12>(b + 4, sc);
+        ldw_a16<32>(b + 16 + 32 * (p >> 1), q);
+        float s, m;
+        k4_sm(sc, p, &s, &m);
+        const float d1 = d * s, m1 = dmin * m;
+        const int sh = 4 * (p & 1);
+MM_UNROLL
+        for (int l = 0; l < 32; l++) w[l] = d1 * (float)((byte_of(q, l) >> sh) & 0xf) - m1;
+    }
+};
+/* Q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128]; fifth bit of sub-block p element l is
+ * bit p of qh[l]. */
+struct DecQ5_K {
+    enum { QK = 256, BB = 176, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const uint32_t dd = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t sc[3], qh[8], q[8];
+        ldw_a4<12>(b + 4, sc);
+        ldw_a16<32>(b + 16, qh);
+        ldw_a16<32>(b + 48 + 32 * (p >> 1), q);
+        float s, m;
+        k4_sm(sc, p, &s, &m);
+        const float d1 = d * s, m1 = dmin * m;
+        const int sh = 4 * (p & 1);
+MM_UNROLL
+        for (int l = 0; l < 32; l++) {
+            const uint32_t v = ((byte_of(q, l) >> sh) & 0xf) | (((byte_of(qh, l) >> p) & 1) << 4);
+            w[l] = d1 * (float)v - m1;
+        }
+    }
+};
+/* Q6_K: ql[128], qh[64], int8 scales[16], f16 d. Chunk p: half h = p/4, quarter t = p%4:
+ * element l: nibble (t >= 2 ? high : low) of ql[64h + 32(t&1) + l], bits 2t..2t+1 of
+ * qh[32h + l]; scale index 8h + 2t + l/16. */
+struct DecQ6_K {
+    enum { QK = 256, BB = 210, E = 32, C = 8, A = 2 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const int h = p >> 2, t = p & 3;
+        const float d = mm_h2f(ld16(b + 208));
+        uint32_t ql[8], qh[8];
+        ldw_a2<32>(b + 64 * h + 32 * (t & 1), ql);
+        ldw_a2<32>(b + 128 + 32 * h, qh);
+        const uint16_t sc2 = ld16(b + 192 + 8 * h + 2 * t);
+        const int shl = (t >> 1) * 4, shh = 2 * t;
+MM_UNROLL
+        for (int part = 0; part < 2; part++) {
+            const float dl = d * (float)(int8_t)(uint8_t)(part ? (sc2 >> 8) : (sc2 & 0xff));
+MM_UNROLL
+            for (int l = 0; l < 16; l++) {
+                const int j = 16 * part + l;
+                const int v = (int)(((byte_of(ql, j) >> shl) & 0xf) | (((byte_of(qh, j) >> shh) & 3) << 4)) - 32;
+                w[j] = dl * (float)v;
+            }
+        }
+    }
+};
+/* IQ4_XS: f16 d, u16 scales_h, scales_l[4], qs[128]. Chunk p = sub-block p: qs[16p .. +16). */
+struct DecIQ4_XS {
+    enum { QK = 256, BB = 136, E = 32, C = 8, A = 8 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const uint32_t w0 = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(w0 & 0xffffu));
+        const uint32_t sh = w0 >> 16, sl = ld32_a4(b + 4);
+        uint32_t q[4];
+        ldw_a4<16>(b + 8 + 16 * p, q);
+        const int ls = (int)(((sl >> (8 * (p >> 1) + 4 * (p & 1))) & 0xf) | (((sh >> (2 * p)) & 3) << 4));
+        const float dl = d * (float)(ls - 32);
+MM_UNROLL
+        for (int j = 0; j < 16; j++) {
+            const uint32_t v = byte_of(q, j);
+            w[j] = dl * iq4_value(v & 0xf);
+            w[j + 16] = dl * iq4_value(v >> 4);
+        }
+    }
+};
+
+/* ---- Kernels ------------------------------------------------------------------------------ */
+
+#define MV_THREADS 128
+#define MV_MAX_COLS 8
+
+/* Dot of a decoded chunk w[E] with x[0..E). xv: x is 16-byte aligned (E % 4 == 0 required). */
+template <int E> __device__ __forceinline__ float chunk_dot(const float *w, const float *x, int xv) {
+    float s = 0.0f;
+    if ((E % 4) == 0 && xv) {
+MM_UNROLL
+        for (int i = 0; i < E; i += 4) {
+            const float4 v = *(const float4 *)(x + i);
+            s += w[i] * v.x;
+            s += w[i + 1] * v.y;
+            s += w[i + 2] * v.z;
+            s += w[i + 3] * v.w;
+        }
+    } else {
+MM_UNROLL
+        for (int i = 0; i < E; i++) s += w[i] * x[i];
+    }
+    return s;
+}
+
+/* k_matvec: y[c][row] = sum_e W[row][e] * x[c][e] (+ bias[row]) for c < ncols <= NC.
+ * Shapes: W has n_out rows of row_bytes bytes (nchunks chunks of D::E elements; n_in =
+ * nchunks * E); x: ncols rows of n_in floats (row c at x + c*n_in); y: ncols rows of n_out.
+ * Launch: blockDim.x = MV_THREADS (a multiple of warpSize), one warp per row, gridDim.x =
+ * ceil(n_out / (MV_THREADS / warpSize)). Alignment: W base to D::A bytes; x to 16 bytes if xv.
+ * Lanes stride over chunks (adjacent lanes read adjacent chunks: coalesced), accumulate in f32,
+ * and reduce with xor-shuffles from warpSize/2 down. NaN/inf propagate as IEEE arithmetic. */
+template <class D, int NC>
+__global__ void __launch_bounds__(MV_THREADS)
+    k_matvec(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int nchunks, int64_t n_in,
+             const float *__restrict__ x, int ncols, int xv, const float *__restrict__ bias, float *__restrict__ y) {
+    const int ws = warpSize;
+    const int lane = (int)threadIdx.x % ws;
+    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / ws) + threadIdx.x / ws;
+    if (row >= n_out) return; /* uniform per warp */
+    const uint8_t *wr = W + row * row_bytes;
+    float acc[NC];
+MM_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+    for (int k = lane; k < nchunks; k += ws) {
+        float w[D::E];
+        D::dec(wr + (int64_t)(k / D::C) * D::BB, k % D::C, w);
+        const float *xk = x + (int64_t)k * D::E;
+MM_UNROLL
+        for (int c = 0; c < NC; c++)
+            if (c < ncols) acc[c] += chunk_dot<D::E>(w, xk + (int64_t)c * n_in, xv);
+    }
+MM_UNROLL
+    for (int c = 0; c < NC; c++)
+        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
+    if (lane == 0) {
+        const float bv = bias ? bias[row] : 0.0f;
+MM_UNROLL
+        for (int c = 0; c < NC; c++)
+            if (c < ncols) y[(int64_t)c * n_out + row] = bias ? acc[c] + bv : acc[c];
+    }
+}
+
+#define GT_BM 64 /* tokens per tile */
+#define GT_BN 64 /* output rows per tile */
+#define GT_BK 32 /* K per step (a multiple of every E) */
+#define GT_THREADS 256
+
+/* k_gemm_tiled: y[m][o] = sum_e x[m][e] * W[o][e] (+ bias[o]), m < n, o < n_out, f32 throughout.
+ * W: n_out rows of row_bytes (nchunks chunks of D::E; n_in <= nchunks * E, the elements past n_in
+ * are never read because only whole chunks exist); x: n rows of n_in floats; y: n rows of n_out.
+ * Launch: blockDim.x = GT_THREADS (any warp size), grid (ceil(n_out/GT_BN), ceil(n/GT_BM)).
+ * Each block stages a GT_BK slice of x (zero past n / n_in) and of W (decoded, zero past n_out)
+ * in shared memory; each thread owns a 4x4 output tile. Alignment: W base to D::A; x, y: 4.
+ * Zero padding never meets a non-finite value inside the valid range (both operands are zero
+ * there), so NaN/inf behave as in the exact dot. */
+template <class D>
+__global__ void __launch_bounds__(GT_THREADS)
+    k_gemm_tiled(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int nchunks, int64_t n_in,
+                 const float *__restrict__ x, int n, const float *__restrict__ bias, float *__restrict__ y) {
+    __shared__ __align__(16) float Xs[GT_BK][GT_BM + 4];
+    __shared__ __align__(16) float Ws[GT_BK][GT_BN + 4];
+    const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int64_t o0 = (int64_t)blockIdx.x * GT_BN;
+    const int64_t m0 = (int64_t)blockIdx.y * GT_BM;
+    float acc[4][4];
+MM_UNROLL
+    for (int i = 0; i < 4; i++)
+MM_UNROLL
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    const int CPT = GT_BK / D::E; /* chunks per row per K step */
+    for (int64_t k0 = 0; k0 < n_in; k0 += GT_BK) {
+        for (int i = tid; i < GT_BM * GT_BK; i += GT_THREADS) {
+            const int tok = i / GT_BK, kk = i % GT_BK;
+            const int64_t gm = m0 + tok, gk = k0 + kk;
+            Xs[kk][tok] = (gm < n && gk < n_in) ? x[gm * n_in + gk] : 0.0f;
+        }
+        for (int i = tid; i < GT_BN * CPT; i += GT_THREADS) {
+            const int orow = i / CPT, part = i % CPT;
+            const int64_t go = o0 + orow;
+            const int gc = (int)(k0 / D::E) + part;
+            float w[D::E];
+            if (go < n_out && gc < nchunks) {
+                D::dec(W + go * row_bytes + (int64_t)(gc / D::C) * D::BB, gc % D::C, w);
+            } else {
+MM_UNROLL
+                for (int e = 0; e < D::E; e++) w[e] = 0.0f;
+            }
+MM_UNROLL
+            for (int e = 0; e < D::E; e++) Ws[part * D::E + e][orow] = w[e];
+        }
+        __syncthreads();
+MM_UNROLL
+        for (int kk = 0; kk < GT_BK; kk++) {
+            const float4 a = *(const float4 *)&Xs[kk][ty * 4];
+            const float4 b = *(const float4 *)&Ws[kk][tx * 4];
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+MM_UNROLL
+            for (int i = 0; i < 4; i++)
+MM_UNROLL
+                for (int j = 0; j < 4; j++) acc[i][j] += av[i] * bv[j];
+        }
+        __syncthreads();
+    }
+MM_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const int64_t gm = m0 + ty * 4 + i;
+        if (gm >= n) continue;
+MM_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const int64_t go = o0 + tx * 4 + j;
+            if (go < n_out) y[gm * n_out + go] = bias ? acc[i][j] + bias[go] : acc[i][j];
+        }
+    }
+}
+
+#ifndef MM_HIP
+/* k_dequant_f16: out[r][e] = (half)W[r][e] for r < rows, e < n_in = nchunks * E (f16 rounding
+ * to nearest; |w| > 65504 becomes inf, NaN stays NaN). One thread per chunk; out rows
+ * contiguous (n_in halves). Alignment: W to D::A; out to 16 bytes when E % 8 == 0 (then
+ * n_in % 8 == 0 and every row start is 16-byte aligned). */
+template <class D>
+__global__ void k_dequant_f16(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t rows, int nchunks,
+                              __half *__restrict__ out) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= rows * nchunks) return;
+    const int64_t r = idx / nchunks;
+    const int k = (int)(idx % nchunks);
+    float w[D::E];
+    D::dec(W + r * row_bytes + (int64_t)(k / D::C) * D::BB, k % D::C, w);
+    __half *o = out + r * ((int64_t)nchunks * D::E) + (int64_t)k * D::E;
+    if ((D::E % 8) == 0) {
+MM_UNROLL
+        for (int i = 0; i < D::E; i += 8) {
+            __half h[8];
+MM_UNROLL
+            for (int e = 0; e < 8; e++) h[e] = __float2half_rn(w[i + e]);
+            *(uint4 *)(o + i) = *(const uint4 *)h;
+        }
+    } else {
+MM_UNROLL
+        for (int e = 0; e < D::E; e++) o[e] = __float2half_rn(w[e]);
+    }
+}
+
+/* k_f32_to_f16: out[i] = (half)in[i], i < count (round to nearest; overflow to inf). */
+__global__ void k_f32_to_f16(const float *__restrict__ in, __half *__restrict__ out, int64_t count) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = __float2half_rn(in[i]);
+}
+
+/* k_fill_bias: y[m][o] = bias[o] for m < n, o < n_out (the GEMM then adds with beta = 1). */
+__global__ void k_fill_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t n_out, int64_t count) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) y[i] = bias[i % n_out];
+}
+#endif
+
+/* ---- cuBLAS, loaded at run time --------------------------------------------------------- */
+
+#ifndef MM_HIP
+typedef cublasStatus_t (*pf_cublasCreate)(cublasHandle_t *);
+typedef cublasStatus_t (*pf_cublasDestroy)(cublasHandle_t);
+typedef cublasStatus_t (*pf_cublasSetStream)(cublasHandle_t, cudaStream_t);
+typedef cublasStatus_t (*pf_cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                          const void *, const void *, cudaDataType, int, const void *,
+                                          cudaDataType, int, const void *, void *, cudaDataType, int,
+                                          cublasComputeType_t, cublasGemmAlgo_t);
+typedef struct {
+    void *lib;
+    pf_cublasCreate create;
+    pf_cublasDestroy destroy;
+    pf_cublasSetStream set_stream;
+    pf_cublasGemmEx gemm_ex;
+} mm_cublas_api;
+
+static int mm_cublas_load(mm_cublas_api *api) {
+    const char *names[] = {getenv("RF_CUBLAS_LIB"), "libcublas.so", "libcublas.so.13", "libcublas.so.12",
+                           "/usr/local/cuda/lib64/libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13",
+                           "/usr/local/cuda/lib64/libcublas.so.12"};
+    memset(api, 0, sizeof *api);
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !api->lib; i++)
+        if (names[i] && *names[i]) api->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!api->lib) return -1;
+    api->create = (pf_cublasCreate)dlsym(api->lib, "cublasCreate_v2");
+    api->destroy = (pf_cublasDestroy)dlsym(api->lib, "cublasDestroy_v2");
+    api->set_stream = (pf_cublasSetStream)dlsym(api->lib, "cublasSetStream_v2");
+    api->gemm_ex = (pf_cublasGemmEx)dlsym(api->lib, "cublasGemmEx");
+    if (!api->create || !api->destroy || !api->set_stream || !api->gemm_ex) {
+        dlclose(api->lib);
+        memset(api, 0, sizeof *api);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* ---- Context -------------------------------------------------------------------------------- */
+
+struct rf_gpu_matmul_ctx {
+    mmStream_t stream;
+    int warp_size;
+    int force_tiled;
+#ifndef MM_HIP
+    mm_cublas_api cublas;
+    cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
+    void *wscr;            /* f16 weight slab scratch */
+    size_t wscr_bytes;
+    void *xscr; /* f16 copy of x */
+    size_t xscr_bytes;
+#endif
+};
+
+/* Weight scratch cap for the f16 GEMM path: slabs of at most this many elements. */
+#define MM_WSCR_MAX_ELEMS ((int64_t)32 << 20)
+
+static int mm_check(mmError_t e, const char *what) {
+    if (e == mmSuccess) return 0;
+    rf_set_error("gpu matmul: %s: %s", what, mmGetErrorString(e));
+    return -1;
+}
+
+extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
+    int dev = 0;
+    if (mm_check(mmGetDevice(&dev), "get device")) return NULL;
+    int ws = 0;
+#ifdef MM_HIP
+    if (mm_check(hipDeviceGetAttribute(&ws, hipDeviceAttributeWarpSize, dev), "warp size")) return NULL;
+#else
+    if (mm_check(cudaDeviceGetAttribute(&ws, cudaDevAttrWarpSize, dev), "warp size")) return NULL;
+#endif
+    if (ws <= 0 || ws > MV_THREADS || MV_THREADS % ws) {
+        rf_set_error("gpu matmul: unsupported warp size %d", ws);
+        return NULL;
+    }
+    rf_gpu_matmul_ctx *ctx = (rf_gpu_matmul_ctx *)calloc(1, sizeof *ctx);
+    if (!ctx) {
+        rf_set_error("gpu matmul: out of host memory");
+        return NULL;
+    }
+    ctx->stream = (mmStream_t)stream;
+    ctx->warp_size = ws;
+#ifndef MM_HIP
+    if (!getenv("RF_NO_CUBLAS") && mm_cublas_load(&ctx->cublas) == 0) {
+        if (ctx->cublas.create(&ctx->handle) != CUBLAS_STATUS_SUCCESS) {
+            ctx->handle = NULL;
+        } else if (ctx->cublas.set_stream(ctx->handle, ctx->stream) != CUBLAS_STATUS_SUCCESS) {
+            ctx->cublas.destroy(ctx->handle);
+            ctx->handle = NULL;
+        }
+    }
+#endif
+    return ctx;
+}
+
+extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
+    if (!ctx) return;
+#ifndef MM_HIP
+    if (ctx->wscr || ctx->xscr) (void)mmStreamSynchronize(ctx->stream);
+    if (ctx->wscr) (void)mmFree(ctx->wscr);
+    if (ctx->xscr) (void)mmFree(ctx->xscr);
+    if (ctx->handle) ctx->cublas.destroy(ctx->handle);
+    /* the library stays loaded: other contexts may use it */
+#endif
+    free(ctx);
+}
+
+/* ---- Dispatch ------------------------------------------------------------------------------ */
+
+template <class D, int NC>
+static void launch_matvec(rf_gpu_matmul_ctx *ctx, const uint8_t *w, int64_t row_bytes, int64_t n_out, int nchunks,
+                          int64_t n_in, const float *x, int ncols, int xv, const float *bias, float *y) {
+    const int rows_per_block = MV_THREADS / ctx->warp_size;
+    const int64_t blocks = (n_out + rows_per_block - 1) / rows_per_block;
+    k_matvec<D, NC><<<dim3((unsigned)blocks), dim3(MV_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x,
+                                                                                 ncols, xv, bias, y);
+}
+
+#ifndef MM_HIP
+/* Ensures *buf holds `bytes`; grows only outside graph capture. */
+static int mm_scratch(rf_gpu_matmul_ctx *ctx, void **buf, size_t *have, size_t bytes) {
+    if (*have >= bytes) return 0;
+    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
+    if (mm_check(mmStreamIsCapturing(ctx->stream, &st), "capture query")) return -1;
+    if (st != mmStreamCaptureStatusNone) {
+        rf_set_error("gpu matmul: GEMM scratch must grow to %zu bytes during graph capture", bytes);
+        return -1;
+    }
+    if (*buf) {
+        if (mm_check(mmStreamSynchronize(ctx->stream), "sync before scratch growth")) return -1;
+        (void)mmFree(*buf);
+        *buf = NULL;
+        *have = 0;
+    }
+    if (mm_check(mmMalloc(buf, bytes), "scratch allocation")) {
+        *buf = NULL;
+        return -1;
+    }
+    *have = bytes;
+    return 0;
+}
+
+template <class D>
+static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, int64_t row_bytes, int64_t n_out,
+                       int nchunks, int64_t n_in, const float *x, int n, const float *bias, float *y) {
+    const float one = 1.0f, zero = 0.0f;
+    const float *beta = bias ? &one : &zero;
+    if (n_in > INT32_MAX || n_out > INT32_MAX) {
+        rf_set_error("gpu matmul: matrix too large for cuBLAS");
+        return -1;
+    }
+    if (bias) {
+        const int64_t count = (int64_t)n * n_out;
+        k_fill_bias<<<(unsigned)((count + 255) / 256), 256, 0, ctx->stream>>>(y, bias, n_out, count);
+    }
+    if (type == RF_TYPE_F32) {
+        if (ctx->cublas.gemm_ex(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, n, (int)n_in, &one, w, CUDA_R_32F,
+                                (int)n_in, x, CUDA_R_32F, (int)n_in, beta, y, CUDA_R_32F, (int)n_out,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            rf_set_error("gpu matmul: cublasGemmEx (f32) failed");
+            return -1;
+        }
+        return 0;
+    }
+    const int64_t xcount = (int64_t)n * n_in;
+    if (mm_scratch(ctx, &ctx->xscr, &ctx->xscr_bytes, (size_t)xcount * 2)) return -1;
+    k_f32_to_f16<<<(unsigned)((xcount + 255) / 256), 256, 0, ctx->stream>>>(x, (__half *)ctx->xscr, xcount);
+    if (type == RF_TYPE_F16) {
+        if (ctx->cublas.gemm_ex(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, n, (int)n_in, &one, w, CUDA_R_16F,
+                                (int)n_in, ctx->xscr, CUDA_R_16F, (int)n_in, beta, y, CUDA_R_32F, (int)n_out,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            rf_set_error("gpu matmul: cublasGemmEx (f16) failed");
+            return -1;
+        }
+        return 0;
+    }
+    int64_t slab = MM_WSCR_MAX_ELEMS / n_in;
+    if (slab < 1) slab = 1;
+    if (slab > n_out) slab = n_out;
+    if (mm_scratch(ctx, &ctx->wscr, &ctx->wscr_bytes, (size_t)(slab * n_in * 2))) return -1;
+    for (int64_t o = 0; o < n_out; o += slab) {
+        const int64_t rows = n_out - o < slab ? n_out - o : slab;
+        const int64_t threads = rows * nchunks;
+        k_dequant_f16<D><<<(unsigned)((threads + 255) / 256), 256, 0, ctx->stream>>>(w + o * row_bytes, row_bytes, rows,
+                                                                                      nchunks, (__half *)ctx->wscr);
+        if (ctx->cublas.gemm_ex(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_in, &one, ctx->wscr,
+                                CUDA_R_16F, (int)n_in, ctx->xscr, CUDA_R_16F, (int)n_in, beta, y + o, CUDA_R_32F,
+                                (int)n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            rf_set_error("gpu matmul: cublasGemmEx failed");
+            return -1;
+        }
+    }
+    return 0;
+}
+#endif
+
+template <class D>
+static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
+                     const float *x, int n, const float *bias, float *y) {
+    const uint8_t *w = (const uint8_t *)wv;
+    if (n_in % D::QK) {
+        rf_set_error("gpu matmul: n_in %lld is not a multiple of %s's block (%d)", (long long)n_in, rf_type_name(type),
+                     (int)D::QK);
+        return -1;
+    }
+    if ((uintptr_t)w % D::A) {
+        rf_set_error("gpu matmul: %s weight pointer not aligned to %d bytes", rf_type_name(type), (int)D::A);
+        return -1;
+    }
+    const int64_t nchunks64 = n_in / D::E;
+    if (nchunks64 > INT32_MAX) {
+        rf_set_error("gpu matmul: row too long");
+        return -1;
+    }
+    const int nchunks = (int)nchunks64;
+    const int64_t row_bytes = n_in / D::QK * D::BB;
+    if (n <= RF_GPU_MATVEC_MAX_N) {
+        const int xv = ((uintptr_t)x % 16 == 0) && (n_in % 4 == 0);
+        for (int c0 = 0; c0 < n; c0 += MV_MAX_COLS) {
+            const int nc = n - c0 < MV_MAX_COLS ? n - c0 : MV_MAX_COLS;
+            const float *xc = x + (int64_t)c0 * n_in;
+            float *yc = y + (int64_t)c0 * n_out;
+            if (nc == 1)
+                launch_matvec<D, 1>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+            else if (nc == 2)
+                launch_matvec<D, 2>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+            else if (nc <= 4)
+                launch_matvec<D, 4>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+            else
+                launch_matvec<D, 8>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+        }
+    } else {
+#ifndef MM_HIP
+        if (ctx->handle && !ctx->force_tiled) {
+            if (gemm_cublas<D>(ctx, type, w, row_bytes, n_out, nchunks, n_in, x, n, bias, y)) return -1;
+            return mm_check(mmGetLastError(), "kernel launch");
+        }
+#endif
+        const dim3 grid((unsigned)((n_out + GT_BN - 1) / GT_BN), (unsigned)((n + GT_BM - 1) / GT_BM));
+        k_gemm_tiled<D><<<grid, dim3(GT_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x, n, bias, y);
+    }
+    return mm_check(mmGetLastError(), "kernel launch");
+}
+
+/* Plain types use a 16-byte vector decoder when the row length and the pointer allow it. */
+template <class DV, class D1>
+static int run_plain(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                     const float *x, int n, const float *bias, float *y) {
+    if (n_in % DV::QK == 0 && (uintptr_t)w % DV::A == 0) return run_typed<DV>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    return run_typed<D1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+}
+
+extern "C" int rf_gpu_matmul_supports(uint32_t type) {
+    switch (type) {
+    case RF_TYPE_F32: case RF_TYPE_F16: case RF_TYPE_BF16: case RF_TYPE_Q4_0: case RF_TYPE_Q4_1:
+    case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
+    case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+        return 1;
+    default: return 0;
+    }
+}
+
+extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                             const float *x, int n, const float *bias, float *y) {
+    if (!ctx || n < 0 || n_out < 0 || n_in < 0) {
+        rf_set_error("gpu matmul: bad arguments");
+        return -1;
+    }
+    if (!rf_gpu_matmul_supports(type)) {
+        rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(type));
+        return -1;
+    }
+    if (n == 0 || n_out == 0) return 0;
+    switch (type) {
+    case RF_TYPE_F32: return run_plain<DecF32x4, DecF32x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_F16: return run_plain<DecF16x8, DecF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_BF16: return run_plain<DecBF16x8, DecBF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q4_0: return run_typed<DecQ4_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q4_1: return run_typed<DecQ4_1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q5_0: return run_typed<DecQ5_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q5_1: return run_typed<DecQ5_1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q5_K: return run_typed<DecQ5_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_Q6_K: return run_typed<DecQ6_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_IQ4_NL: return run_typed<DecIQ4_NL>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_IQ4_XS: return run_typed<DecIQ4_XS>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    default: return -1;
+    }
+}
+
+/* ---- Host-side decoder check (no GPU needed) --------------------------------------------- */
+
+template <class D> static void host_decode(const uint8_t *row, int64_t n_in, float *out) {
+    for (int64_t k = 0; k < n_in / D::E; k++) D::dec(row + (k / D::C) * D::BB, (int)(k % D::C), out + k * D::E);
+}
+
+extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n_in, float *out, int vector) {
+    const uint8_t *row = (const uint8_t *)row_v;
+    switch (type) {
+    case RF_TYPE_F32: vector ? host_decode<DecF32x4>(row, n_in, out) : host_decode<DecF32x1>(row, n_in, out); return 0;
+    case RF_TYPE_F16: vector ? host_decode<DecF16x8>(row, n_in, out) : host_decode<DecF16x1>(row, n_in, out); return 0;
+    case RF_TYPE_BF16:
+        vector ? host_decode<DecBF16x8>(row, n_in, out) : host_decode<DecBF16x1>(row, n_in, out);
+        return 0;
+    case RF_TYPE_Q4_0: host_decode<DecQ4_0>(row, n_in, out); return 0;
+    case RF_TYPE_Q4_1: host_decode<DecQ4_1>(row, n_in, out); return 0;
+    case RF_TYPE_Q5_0: host_decode<DecQ5_0>(row, n_in, out); return 0;
+    case RF_TYPE_Q5_1: host_decode<DecQ5_1>(row, n_in, out); return 0;
+    case RF_TYPE_Q8_0: host_decode<DecQ8_0>(row, n_in, out); return 0;
+    case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
+    case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
+    case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
+    case RF_TYPE_Q5_K: host_decode<DecQ5_K>(row, n_in, out); return 0;
+    case RF_TYPE_Q6_K: host_decode<DecQ6_K>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_NL: host_decode<DecIQ4_NL>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_XS: host_decode<DecIQ4_XS>(row, n_in, out); return 0;
+    default: rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(type)); return -1;
+    }
+}
+
+/* ---- Test / benchmark support ------------------------------------------------------------- */
+
+extern "C" int rf_gpu_mm_device_count(void) {
+    int n = 0;
+    if (mmGetDeviceCount(&n) != mmSuccess) {
+        (void)mmGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" void *rf_gpu_mm_alloc(size_t bytes) {
+    void *p = NULL;
+    if (mm_check(mmMalloc(&p, bytes ? bytes : 1), "malloc")) return NULL;
+    return p;
+}
+
+extern "C" void rf_gpu_mm_dfree(void *p) {
+    if (p) (void)mmFree(p);
+}
+
+extern "C" int rf_gpu_mm_upload(void *dst, const void *src, size_t bytes) {
+    return mm_check(mmMemcpy(dst, src, bytes, mmMemcpyHostToDevice), "upload");
+}
+
+extern "C" int rf_gpu_mm_download(void *dst, const void *src, size_t bytes) {
+    return mm_check(mmMemcpy(dst, src, bytes, mmMemcpyDeviceToHost), "download");
+}
+
+extern "C" int rf_gpu_mm_fill(void *dst, int byte, size_t bytes) { return mm_check(mmMemset(dst, byte, bytes), "memset"); }
+
+extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
+    if (mm_check(mmStreamSynchronize(ctx ? ctx->stream : (mmStream_t)0), "sync")) return -1;
+    return mm_check(mmGetLastError(), "async error");
+}
+
+extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
+
+extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
+#ifndef MM_HIP
+    if (ctx->handle && !ctx->force_tiled) return "cublas";
+#else
+    (void)ctx;
+#endif
+    return "tiled";
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float fa = *(const float *)a, fb = *(const float *)b;
+    return fa < fb ? -1 : fa > fb;
+}
+
+extern "C" double rf_gpu_mm_time(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *const *ws, int n_w,
+                                 int64_t n_out, int64_t n_in, const float *x, int n, float *y, int iters) {
+    if (iters < 1) iters = 1;
+    if (n_w < 1) return -1;
+    for (int i = 0; i < n_w; i++)
+        if (rf_gpu_matmul(ctx, type, ws[i], n_out, n_in, x, n, NULL, y)) return -1;
+    if (rf_gpu_mm_sync(ctx)) return -1;
+    mmEvent_t e0, e1;
+    if (mm_check(mmEventCreate(&e0), "event") || mm_check(mmEventCreate(&e1), "event")) return -1;
+    float *ts = (float *)malloc(sizeof(float) * (size_t)iters);
+    double med = -1;
+    for (int it = 0; it < iters; it++) {
+        (void)mmEventRecord(e0, ctx->stream);
+        for (int i = 0; i < n_w; i++)
+            if (rf_gpu_matmul(ctx, type, ws[i], n_out, n_in, x, n, NULL, y)) goto out;
+        (void)mmEventRecord(e1, ctx->stream);
+        if (mm_check(mmEventSynchronize(e1), "event sync")) goto out;
+        (void)mmEventElapsedTime(&ts[it], e0, e1);
+        ts[it] /= (float)n_w;
+    }
+    qsort(ts, (size_t)iters, sizeof(float), cmp_float);
+    med = ts[iters / 2];
+out:
+    free(ts);
+    (void)mmEventDestroy(e0);
+    (void)mmEventDestroy(e1);
+    return med;
+}
+
+extern "C" void rf_gpu_mm_device_name(char *buf, size_t len) {
+    int dev = 0;
+    snprintf(buf, len, "unknown");
+    if (mmGetDevice(&dev) != mmSuccess) return;
+#ifdef MM_HIP
+    hipDeviceProp_t p;
+    if (hipGetDeviceProperties(&p, dev) == hipSuccess) snprintf(buf, len, "%s (%s)", p.name, p.gcnArchName);
+#else
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) snprintf(buf, len, "%s (sm_%d%d)", p.name, p.major, p.minor);
+#endif
+}

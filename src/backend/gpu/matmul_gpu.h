@@ -1,0 +1,93 @@
+/* matmul_gpu.h: weight-times-activation products on the GPU (CUDA or HIP, one source:
+ * matmul.cu), directly on every supported GGUF weight type.
+ *
+ *   y[n][n_out] = x[n][n_in] * W^T (+ bias[n_out])
+ *
+ * W: n_out rows of n_in elements of GGUF type `type` (core/dtype.h), rows contiguous (row o starts
+ * at o * row_bytes(type, n_in)), device memory; n_in must be a multiple of the type's block size.
+ * x, y, bias: f32, row-major, rows contiguous, device memory; y must not overlap x, W or bias.
+ *
+ * Paths (chosen per call by n):
+ *  - n <= RF_GPU_MATVEC_MAX_N: matrix-vector kernels that decode the weight blocks in registers
+ *    and accumulate in f32 (decode bit-exact with core/quant.c; only the summation order
+ *    differs from the CPU).
+ *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
+ *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
+ *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
+ *    scratch). Without cuBLAS, and always on HIP: a tiled f32 GEMM kernel of matmul.cu that
+ *    decodes weight tiles into shared memory.
+ *
+ * Calls are enqueued on the context's stream: no host synchronisation, no allocation on the
+ * matvec path, so a decode step can be captured as a graph. The GEMM path's scratch is grown on
+ * demand, but only outside graph capture (a call that would need to grow it during capture fails
+ * with an error).
+ *
+ * Non-finite values: NaN in x or W makes the affected outputs NaN; an infinite x element gives
+ * +-inf (or NaN where it meets a zero weight or an opposite infinity), exactly as the f64 CPU
+ * dot would. The f16 GEMM path additionally turns |x| or |w| > 65504 into inf.
+ *
+ * The functions are plain C; the file is usable from C and from .cu sources.
+ */
+#ifndef RF_MATMUL_GPU_H
+#define RF_MATMUL_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest n served by the matrix-vector kernels (in launches of up to 8 columns). */
+#define RF_GPU_MATVEC_MAX_N 16
+
+typedef struct rf_gpu_matmul_ctx rf_gpu_matmul_ctx;
+
+/* stream: a cudaStream_t / hipStream_t (NULL = the legacy default stream) of the current device.
+ * Returns NULL + rf_set_error on failure. */
+rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream);
+void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx);
+
+/* y[n][n_out] = x[n][n_in] * W^T (+ bias[n_out] if bias != NULL); see above. n >= 0 (n == 0 is a
+ * no-op). Returns 0, or -1 + rf_set_error for an unsupported type, a bad shape (n_in not a
+ * multiple of the block size), a launch failure, or a scratch growth needed during capture. */
+int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                  const float *x, int n, const float *bias, float *y);
+
+/* Whether rf_gpu_matmul supports weight type `type`. */
+int rf_gpu_matmul_supports(uint32_t type);
+
+/* ---- Test and benchmark support (thin wrappers over the runtime, so that C code needs no GPU
+ * headers). All return 0 / non-NULL on success, -1 / NULL + rf_set_error on failure. ---------- */
+
+/* Number of usable devices (0 when no driver or no device). Never fails. */
+int rf_gpu_mm_device_count(void);
+void *rf_gpu_mm_alloc(size_t bytes);
+void rf_gpu_mm_dfree(void *p);
+int rf_gpu_mm_upload(void *dst_dev, const void *src_host, size_t bytes);
+int rf_gpu_mm_download(void *dst_host, const void *src_dev, size_t bytes);
+/* Fills device memory with a byte value (to poison outputs). */
+int rf_gpu_mm_fill(void *dst_dev, int byte, size_t bytes);
+/* Waits for the context's stream; reports any asynchronous error. */
+int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx);
+/* GEMM path selection for tests: 0 = default (cuBLAS where available), 1 = the tiled kernel. */
+void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on);
+/* Name of the GEMM path the context uses by default ("cublas" or "tiled"). */
+const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx);
+/* Times rf_gpu_matmul (no bias): each of `iters` samples is one device-event interval around
+ * n_w calls, call i using weight ws[i] (rotate among copies so that the weight is not served
+ * from cache); returns the median over samples of ms per call, after warm-up; -1 on failure. */
+double rf_gpu_mm_time(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *const *ws, int n_w, int64_t n_out,
+                      int64_t n_in, const float *x, int n, float *y, int iters);
+/* Runs the device block decoders on the host: out[0..n_in) = row of `type` (vector: use the
+ * 16-byte decoders of F32/F16/BF16, n_in a multiple of 4/8). Checks the GPU decode logic
+ * against core/quant.c without a GPU. */
+int rf_gpu_mm_host_decode(uint32_t type, const void *row, int64_t n_in, float *out, int vector);
+/* Device name into buf (for logs). */
+void rf_gpu_mm_device_name(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,305 @@
+/* GPU matmul (src/backend/gpu/matmul.cu) against the CPU oracle.
+ *
+ * 1. Host decode check (no GPU needed): the device block decoders, run on the host through
+ *    rf_gpu_mm_host_decode, must equal rf_dequantize_row bit for bit on random blocks of every
+ *    type (and the 16-byte plain-type decoders too).
+ * 2. On a device: for every type, random weights (random bytes with sane f16 scales for the
+ *    quantized types; encoded random floats for F32/F16/BF16), random x, y = x W^T (+ bias)
+ *    for n = 1, 2, 7, 16 (matvec), 17, 33, 100 (GEMM; on CUDA through cuBLAS and again through
+ *    the tiled kernel), shapes whose n_out / n_in are not multiples of the tiles, bias on and
+ *    off, x misaligned (scalar x loads). Output poisoned with NaN before each call.
+ *    Oracle: rows decoded by rf_dequantize_row, dot in double. Tolerance per output:
+ *    |y - ref| <= tol * (sum_i |w_i x_i| + |bias|), tol = 1e-4 for f32 paths and 2e-3 for the f16
+ *    GEMM path (x and decoded W rounded to f16: 2^-11 relative each).
+ *    Non-finite x: a NaN in a column makes that whole output column NaN; an inf gives exactly the
+ *    oracle's inf / NaN per output.
+ * 3. Errors: unsupported type and bad n_in return -1.
+ * Without a GPU (or a build without a GPU toolchain) the device checks SKIP with a count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/quant.h"
+#include "core/util.h"
+#include "test.h"
+
+#if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
+#include "backend/gpu/matmul_gpu.h"
+
+static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0,   RF_TYPE_Q4_1,
+                                 RF_TYPE_Q5_0, RF_TYPE_Q5_1, RF_TYPE_Q8_0, RF_TYPE_Q2_K,   RF_TYPE_Q3_K,
+                                 RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
+#define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = rf_fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+static float gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 4; i++) s += test_randf(-1.0f, 1.0f);
+    return s * 0.5f;
+}
+
+/* Fills `rows` rows of n_in elements of `type` into buf. */
+static void make_weights(uint32_t type, int64_t rows, int64_t n_in, uint8_t *buf) {
+    const rf_type_info *ti = rf_type_get(type);
+    uint64_t rb = 0;
+    rf_row_bytes(type, (uint64_t)n_in, &rb);
+    if (ti->block_elems == 1) {
+        float *tmp = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t i = 0; i < n_in; i++) tmp[i] = gauss();
+            rf_quantize_row(type, tmp, buf + r * rb, n_in);
+        }
+        free(tmp);
+        return;
+    }
+    const int64_t nblocks = rows * (n_in / ti->block_elems);
+    for (int64_t b = 0; b < nblocks; b++) {
+        uint8_t *p = buf + b * ti->block_bytes;
+        for (uint32_t i = 0; i < ti->block_bytes; i++) p[i] = (uint8_t)test_rng();
+        const float d = test_randf(0.002f, 0.05f), m = test_randf(-0.2f, 0.2f), dmin = test_randf(0.0f, 0.02f);
+        switch (type) {
+        case RF_TYPE_Q4_0: case RF_TYPE_Q5_0: case RF_TYPE_Q8_0: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+            put_f16(p, d);
+            break;
+        case RF_TYPE_Q4_1: case RF_TYPE_Q5_1:
+            put_f16(p, d);
+            put_f16(p + 2, m);
+            break;
+        case RF_TYPE_Q4_K: case RF_TYPE_Q5_K:
+            put_f16(p, d * 0.1f);
+            put_f16(p + 2, dmin);
+            break;
+        case RF_TYPE_Q2_K:
+            put_f16(p + 80, d);
+            put_f16(p + 82, dmin);
+            break;
+        case RF_TYPE_Q3_K: put_f16(p + 108, d * 0.1f); break;
+        case RF_TYPE_Q6_K: put_f16(p + 208, d * 0.01f); break;
+        default: break;
+        }
+    }
+}
+
+static void test_host_decode(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        const uint32_t type = TYPES[t];
+        const rf_type_info *ti = rf_type_get(type);
+        const int64_t n_in = ti->block_elems == 1 ? 264 : ti->block_elems * 5;
+        uint64_t rb = 0;
+        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        uint8_t *row = malloc(rb);
+        float *ref = malloc(sizeof(float) * (size_t)n_in), *got = malloc(sizeof(float) * (size_t)n_in);
+        for (int vec = 0; vec <= (ti->block_elems == 1); vec++) {
+            int bad = -1;
+            for (int rep = 0; rep < 20 && bad < 0; rep++) {
+                make_weights(type, 1, n_in, row);
+                rf_dequantize_row(type, row, ref, n_in);
+                for (int64_t i = 0; i < n_in; i++) got[i] = NAN;
+                rf_gpu_mm_host_decode(type, row, n_in, got, vec);
+                for (int64_t i = 0; i < n_in && bad < 0; i++)
+                    if (memcmp(&got[i], &ref[i], 4)) bad = (int)i;
+            }
+            CHECK(bad < 0, "host decode %s%s: element %d got %g want %g", rf_type_name(type), vec ? " (vector)" : "", bad,
+                  bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0);
+        }
+        free(row);
+        free(ref);
+        free(got);
+    }
+}
+
+typedef struct {
+    rf_gpu_matmul_ctx *ctx;
+    int has_cublas;
+} gpu_env;
+
+/* One (type, shape) case: all n, bias on/off, every GEMM path. */
+static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) {
+    static const int NS[] = {1, 2, 7, 16, 17, 33, 100};
+    const int NMAX = 100;
+    uint64_t rb = 0;
+    rf_row_bytes(type, (uint64_t)n_in, &rb);
+    const size_t wbytes = (size_t)(rb * (uint64_t)n_out);
+    uint8_t *w = malloc(wbytes);
+    make_weights(type, n_out, n_in, w);
+    float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
+    for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(type, w + o * rb, wf + o * n_in, n_in);
+    /* +1 float so that x + 1 can be used as a misaligned x */
+    float *x = malloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
+    for (int64_t i = 0; i < NMAX * n_in + 1; i++) x[i] = gauss();
+    float *bias = malloc(sizeof(float) * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++) bias[o] = gauss();
+    float *y = malloc(sizeof(float) * (size_t)(NMAX * n_out));
+    double *ref = malloc(sizeof(double) * (size_t)(NMAX * n_out)), *mag = malloc(sizeof(double) * (size_t)(NMAX * n_out));
+
+    void *dw = rf_gpu_mm_alloc(wbytes);
+    float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
+    float *db = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
+    float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_out));
+    if (!dw || !dx || !db || !dy) {
+        CHECK(0, "device allocation: %s", rf_last_error());
+        goto done;
+    }
+    rf_gpu_mm_upload(dw, w, wbytes);
+    rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)(NMAX * n_in + 1));
+    rf_gpu_mm_upload(db, bias, sizeof(float) * (size_t)n_out);
+
+    for (int xoff = 0; xoff <= 1; xoff++) {
+        const float *xs = x + xoff;
+        for (int c = 0; c < NMAX; c++)
+            for (int64_t o = 0; o < n_out; o++) {
+                double s = 0, a = 0;
+                for (int64_t i = 0; i < n_in; i++) {
+                    const double p = (double)wf[o * n_in + i] * (double)xs[c * n_in + i];
+                    s += p;
+                    a += fabs(p);
+                }
+                ref[c * n_out + o] = s;
+                mag[c * n_out + o] = a;
+            }
+        for (size_t ni = 0; ni < sizeof NS / sizeof NS[0]; ni++) {
+            const int n = NS[ni];
+            if (xoff && n != 2 && n != 33) continue; /* misaligned x: one matvec and one GEMM case */
+            const int gemm = n > RF_GPU_MATVEC_MAX_N;
+            for (int path = 0; path <= (gemm && env->has_cublas); path++) {
+                rf_gpu_mm_force_tiled(env->ctx, path);
+                const int f16 = gemm && env->has_cublas && !path && type != RF_TYPE_F32;
+                const double tol = f16 ? 2e-3 : 1e-4;
+                for (int use_bias = 0; use_bias <= 1; use_bias++) {
+                    rf_gpu_mm_fill(dy, 0xff, sizeof(float) * (size_t)(n * n_out));
+                    int rc = rf_gpu_matmul(env->ctx, type, dw, n_out, n_in, dx + xoff, n, use_bias ? db : NULL, dy);
+                    if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+                    if (rc) {
+                        CHECK(0, "%s %lldx%lld n=%d: %s", rf_type_name(type), (long long)n_out, (long long)n_in, n,
+                              rf_last_error());
+                        continue;
+                    }
+                    rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)(n * n_out));
+                    double worst = 0;
+                    int64_t worst_i = -1;
+                    for (int64_t i = 0; i < (int64_t)n * n_out; i++) {
+                        const double bv = use_bias ? bias[i % n_out] : 0.0;
+                        const double r = ref[i] + bv, lim = tol * (mag[i] + fabs(bv)) + 1e-30;
+                        const double e = isfinite(y[i]) ? fabs(y[i] - r) / lim : INFINITY;
+                        if (!(e <= worst)) {
+                            worst = e;
+                            worst_i = i;
+                        }
+                    }
+                    CHECK(worst <= 1.0, "%s %lldx%lld n=%d bias=%d xoff=%d path=%s: worst error %.3g x tolerance at %lld "
+                          "(got %g want %g)",
+                          rf_type_name(type), (long long)n_out, (long long)n_in, n, use_bias, xoff,
+                          gemm ? rf_gpu_mm_gemm_path(env->ctx) : "matvec", worst, (long long)worst_i,
+                          worst_i >= 0 ? y[worst_i] : 0.0, worst_i >= 0 ? ref[worst_i] : 0.0);
+                }
+            }
+            rf_gpu_mm_force_tiled(env->ctx, 0);
+        }
+    }
+
+    /* Non-finite x: column 0 gets a NaN, the last column an inf. */
+    for (int ni = 0; ni < 2; ni++) {
+        const int n = ni ? 33 : 3;
+        for (int path = 0; path <= (n > RF_GPU_MATVEC_MAX_N && env->has_cublas); path++) {
+            rf_gpu_mm_force_tiled(env->ctx, path);
+            const int64_t jn = test_randint(0, (int)n_in - 1), ji = test_randint(0, (int)n_in - 1);
+            float *xn = malloc(sizeof(float) * (size_t)(n * n_in));
+            memcpy(xn, x, sizeof(float) * (size_t)(n * n_in));
+            xn[jn] = NAN;
+            xn[(int64_t)(n - 1) * n_in + ji] = INFINITY;
+            rf_gpu_mm_upload(dx, xn, sizeof(float) * (size_t)(n * n_in));
+            rf_gpu_mm_fill(dy, 0xff, sizeof(float) * (size_t)(n * n_out));
+            int rc = rf_gpu_matmul(env->ctx, type, dw, n_out, n_in, dx, n, db, dy);
+            if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+            rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)(n * n_out));
+            int bad = rc != 0;
+            for (int64_t o = 0; o < n_out && !bad; o++) {
+                if (!isnan(y[o])) bad = 1;
+                double s = bias[o];
+                for (int64_t i = 0; i < n_in; i++) s += (double)wf[o * n_in + i] * (double)xn[(int64_t)(n - 1) * n_in + i];
+                const float g = y[(int64_t)(n - 1) * n_out + o];
+                if (isnan(s) ? !isnan(g) : (g != (float)s)) bad = 1;
+            }
+            CHECK(!bad, "%s %lldx%lld n=%d path=%s: non-finite x not propagated", rf_type_name(type), (long long)n_out,
+                  (long long)n_in, n, n > RF_GPU_MATVEC_MAX_N ? rf_gpu_mm_gemm_path(env->ctx) : "matvec");
+            free(xn);
+        }
+        rf_gpu_mm_force_tiled(env->ctx, 0);
+    }
+    rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)(NMAX * n_in + 1));
+
+done:
+    rf_gpu_mm_dfree(dw);
+    rf_gpu_mm_dfree(dx);
+    rf_gpu_mm_dfree(db);
+    rf_gpu_mm_dfree(dy);
+    free(w);
+    free(wf);
+    free(x);
+    free(bias);
+    free(y);
+    free(ref);
+    free(mag);
+}
+
+static void test_gpu(void) {
+    const int ndev = rf_gpu_mm_device_count();
+    /* number of checks each type would run: see test_case */
+    if (ndev <= 0) {
+        for (int t = 0; t < N_TYPES; t++) SKIP("no GPU device: %s matmul checks skipped", rf_type_name(TYPES[t]));
+        SKIP("no GPU device: error-path checks skipped");
+        return;
+    }
+    gpu_env env;
+    env.ctx = rf_gpu_matmul_init(NULL);
+    CHECK(env.ctx != NULL, "rf_gpu_matmul_init: %s", rf_last_error());
+    if (!env.ctx) return;
+    env.has_cublas = !strcmp(rf_gpu_mm_gemm_path(env.ctx), "cublas");
+    char name[256];
+    rf_gpu_mm_device_name(name, sizeof name);
+    printf("device: %s, GEMM path: %s\n", name, rf_gpu_mm_gemm_path(env.ctx));
+    for (int t = 0; t < N_TYPES; t++) {
+        const uint32_t type = TYPES[t];
+        const int64_t qk = rf_type_get(type)->block_elems;
+        if (qk == 1) {
+            test_case(&env, type, 67, 37);  /* scalar decoders */
+            test_case(&env, type, 45, 264); /* 16-byte decoders */
+        } else if (qk == 32) {
+            test_case(&env, type, 67, 224);
+            test_case(&env, type, 130, 416);
+        } else {
+            test_case(&env, type, 37, 768);
+            test_case(&env, type, 70, 512);
+        }
+    }
+    /* Errors. */
+    float *d = rf_gpu_mm_alloc(4096);
+    CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q8_1, d, 1, 32, d, 1, NULL, d) == -1, "Q8_1 must be refused");
+    CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_IQ2_XXS, d, 1, 256, d, 1, NULL, d) == -1, "IQ2_XXS must be refused");
+    CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q4_0, d, 1, 48, d, 1, NULL, d) == -1, "n_in 48 for Q4_0 must be refused");
+    CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q4_K, d, 1, 0, d, 0, NULL, d) == 0, "n == 0 is a no-op");
+    CHECK(rf_gpu_mm_sync(env.ctx) == 0, "sync after error paths: %s", rf_last_error());
+    rf_gpu_mm_dfree(d);
+    rf_gpu_matmul_free(env.ctx);
+}
+
+int main(void) {
+    printf("seed %llu\n", (unsigned long long)test_seed());
+    test_host_decode();
+    test_gpu();
+    return test_finish();
+}
+
+#else
+
+int main(void) {
+    SKIP("built without a GPU toolchain (RF_HAVE_CUDA / RF_HAVE_HIP): GPU matmul checks skipped");
+    return test_finish();
+}
+
+#endif
