@@ -23,7 +23,12 @@ typedef struct {
  * Measured distance from that rounding alone (2026-11-21, this machine): f32 4e-4, f16 7e-4,
  * bf16 5e-3, quantized types 1.4e-2 to 3.2e-2 (random weights amplify it). A wrong block decode
  * lands near 1e-1 or worse (golden/README.md), so the quantized limit is 4e-2; f32/f16 also
- * require the same top-1 token at every position, stories260K 3e-3 and greedy-exact. */
+ * require the same top-1 token at every position, stories260K 3e-3 and greedy-exact.
+ * The "cpu-ggml" device reproduces llama.cpp's CPU roundings (f16 K/V and q, q8_0/q8_K
+ * activations); there q4_0 and q6_k files agree with llama.cpp to 4e-7 at every position and
+ * the others to ~3e-7 up to the first 8-bit rounding decision that flips (llama.cpp's own SIMD
+ * expf differs in the last bit and random weights amplify one flip to ~1e-2). Not emulated:
+ * q8_1's separately rounded block sum (q4_1, q5_1). Measured worst 1.7e-2; limit 2e-2. */
 #define QTOL 4e-2
 static const model_case cases[] = {
     {"stories260K", 3e-3, 1},       {"llama-2-tiny-random", 1e-2, 1}, {"tiny-llama-f32", 1e-2, 1},
@@ -101,6 +106,8 @@ static void test_model(const model_case *mc, const char *device) {
             printf("%-22s %-8s rel L2 %.2e (limit %.0e), top-1 %d/%d\n", mc->stem, device, err, mc->tol, agree, n);
             CHECK(err <= mc->tol, "%s on %s: logits rel L2 %.3e > %.0e", mc->stem, device, err, mc->tol);
             if (mc->top1) CHECK(agree == n, "%s on %s: top-1 differs at %d positions", mc->stem, device, n - agree);
+            if (!strcmp(device, "cpu-ggml"))
+                CHECK(err <= 2e-2, "%s on cpu-ggml: rel L2 %.3e > 2e-2", mc->stem, err);
             free(lg);
         }
         /* Greedy continuation (stories260K is a real model: must match exactly). */
@@ -244,8 +251,8 @@ static void test_batches(const char *device) {
 
 int main(void) {
     test_seed();
-    const char *devices[3] = {"cpu-ref", "cpu", getenv("ROCMFORGE_TEST_DEVICE")};
-    for (int d = 0; d < 3; d++) {
+    const char *devices[4] = {"cpu-ref", "cpu", "cpu-ggml", getenv("ROCMFORGE_TEST_DEVICE")};
+    for (int d = 0; d < 4; d++) {
         if (!devices[d]) continue;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_model(&cases[i], devices[d]);
         test_batches(devices[d]);

@@ -13,8 +13,9 @@
 #endif
 
 rf_backend *rf_backend_create(const char *kind, int n_threads) {
-    if (!strcmp(kind, "cpu")) return rf_cpu_backend_create(n_threads, false);
-    if (!strcmp(kind, "cpu-ref")) return rf_cpu_backend_create(n_threads, true);
+    if (!strcmp(kind, "cpu")) return rf_cpu_backend_create(n_threads, RF_CPU_FAST);
+    if (!strcmp(kind, "cpu-ref")) return rf_cpu_backend_create(n_threads, RF_CPU_REF);
+    if (!strcmp(kind, "cpu-ggml")) return rf_cpu_backend_create(n_threads, RF_CPU_GGML);
     if (!strncmp(kind, "gpu", 3) && (kind[3] == 0 || kind[3] == ':')) {
         int dev = kind[3] == ':' ? atoi(kind + 4) : 0;
 #if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
@@ -25,7 +26,7 @@ rf_backend *rf_backend_create(const char *kind, int n_threads) {
         return NULL;
 #endif
     }
-    rf_set_error("unknown device '%s' (expected cpu, cpu-ref, gpu or gpu:N)", kind);
+    rf_set_error("unknown device '%s' (expected cpu, cpu-ref, cpu-ggml, gpu or gpu:N)", kind);
     return NULL;
 }
 

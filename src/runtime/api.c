@@ -24,7 +24,17 @@ rf_model *rf_model_load(const char *path, const rf_model_params *params) {
     rf_model_params p = params ? *params : rf_model_default_params();
     rf_model *m = rf_model_open(path);
     if (!m) return NULL;
-    rf_backend *be = rf_backend_create(p.device ? p.device : "cpu", p.n_threads);
+    const char *dev = p.device ? p.device : "cpu";
+    bool gpu = !strncmp(dev, "gpu", 3);
+    if (gpu && p.n_gpu_layers >= 0 && p.n_gpu_layers < m->hp.n_layer) {
+        /* Splitting layers between devices is not implemented; running some layers elsewhere
+         * without being asked would be a silent fallback. */
+        rf_set_error("-ngl %d: this model has %d layers and rocmforge runs either all of them on the GPU "
+                     "(-ngl %d or more) or none (-ngl 0)", p.n_gpu_layers, m->hp.n_layer, m->hp.n_layer);
+        rf_model_close(m);
+        return NULL;
+    }
+    rf_backend *be = rf_backend_create(dev, p.n_threads);
     if (!be) {
         rf_model_close(m);
         return NULL;

@@ -1,11 +1,13 @@
 /* The CPU backend: host memory, the reference ops of ops.h, and the fast matmul of matmul.h.
- * "cpu-ref" selects the exact reference matmul everywhere (the oracle); "cpu" the fast one. */
+ * Modes: "cpu" uses the fast matmul; "cpu-ref" the exact reference everywhere (the oracle);
+ * "cpu-ggml" the reference with llama.cpp's CPU roundings (see ggml_rounding.c). */
 #include "cpu_backend.h"
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/util.h"
 #include "matmul.h"
 #include "ops.h"
@@ -15,7 +17,7 @@
 typedef struct {
     rf_threadpool *tp;
     rf_isa isa;
-    bool reference;
+    rf_cpu_mode mode;
 } cpu_impl;
 
 static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
@@ -68,8 +70,8 @@ static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf
 
 static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
     cpu_impl *c = impl_of(be);
-    if (c->reference) {
-        cpu_matmul_ref(w, bias ? bias->data : NULL, x, n, y);
+    if (c->mode != RF_CPU_FAST) {
+        (c->mode == RF_CPU_GGML ? cpu_matmul_ref_ggml : cpu_matmul_ref)(w, bias ? bias->data : NULL, x, n, y);
         return;
     }
     rf_matmul(c->tp, c->isa, w->type, w->data, w->n_out, w->n_in, x, n, y);
@@ -82,10 +84,15 @@ static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias,
 
 static void op_rope_store_kv(rf_backend *be, const rf_step *step, const rf_rope *rope, const rf_attn_dims *d,
                              float *q, float *k, const float *v, float *k_cache, float *v_cache) {
-    (void)be;
     cpu_rope(q, step->n_tokens, d->n_head, d->head_dim, step->pos, rope);
     cpu_rope(k, step->n_tokens, d->n_kv_head, d->head_dim, step->pos, rope);
-    cpu_store_kv(k, v, step->n_tokens, d->n_kv_head * d->head_dim, step->slot, k_cache, v_cache);
+    int kv_dim = d->n_kv_head * d->head_dim;
+    cpu_store_kv(k, v, step->n_tokens, kv_dim, step->slot, k_cache, v_cache);
+    if (impl_of(be)->mode == RF_CPU_GGML) /* llama.cpp keeps K/V in f16 */
+        for (int t = 0; t < step->n_tokens; t++) {
+            cpu_round_like_ggml(RF_TYPE_F16, k_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
+            cpu_round_like_ggml(RF_TYPE_F16, v_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
+        }
 }
 
 typedef struct {
@@ -93,6 +100,7 @@ typedef struct {
     const rf_attn_dims *d;
     const float *q, *k, *v;
     float *out;
+    bool ggml;
 } attn_job;
 
 static void attn_worker(void *ctx, int ith, int nth) {
@@ -100,12 +108,12 @@ static void attn_worker(void *ctx, int ith, int nth) {
     int64_t total = (int64_t)j->step->n_tokens * j->d->n_head;
     int64_t per = (total + nth - 1) / nth;
     int64_t b = per * ith, e = RF_MIN(total, b + per);
-    if (b < e) cpu_attention(j->step, j->d, j->q, j->k, j->v, j->out, b, e);
+    if (b < e) (j->ggml ? cpu_attention_ggml : cpu_attention)(j->step, j->d, j->q, j->k, j->v, j->out, b, e);
 }
 
 static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims *d, const float *q,
                          const float *k_cache, const float *v_cache, float *out) {
-    attn_job j = {step, d, q, k_cache, v_cache, out};
+    attn_job j = {step, d, q, k_cache, v_cache, out, impl_of(be)->mode == RF_CPU_GGML};
     rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
 }
 
@@ -155,13 +163,13 @@ static const rf_backend_ops cpu_ops = {
     .sample = op_sample,
 };
 
-rf_backend *rf_cpu_backend_create(int n_threads, bool reference) {
+rf_backend *rf_cpu_backend_create(int n_threads, rf_cpu_mode mode) {
     if (n_threads <= 0) n_threads = rf_physical_cores();
     rf_backend *be = rf_xcalloc(1, sizeof *be);
     cpu_impl *c = rf_xcalloc(1, sizeof *c);
     c->tp = rf_threadpool_new(n_threads);
     c->isa = rf_isa_best();
-    c->reference = reference;
+    c->mode = mode;
     be->ops = &cpu_ops;
     be->impl = c;
     return be;
@@ -170,7 +178,8 @@ rf_backend *rf_cpu_backend_create(int n_threads, bool reference) {
 const char *rf_cpu_backend_describe(rf_backend *be) {
     static _Thread_local char buf[64];
     cpu_impl *c = impl_of(be);
-    snprintf(buf, sizeof buf, "%s, %d threads", c->reference ? "reference" : rf_isa_name(c->isa),
+    static const char *names[] = {"", "reference", "reference, ggml rounding"};
+    snprintf(buf, sizeof buf, "%s, %d threads", c->mode == RF_CPU_FAST ? rf_isa_name(c->isa) : names[c->mode],
              rf_threadpool_size(c->tp));
     return buf;
 }

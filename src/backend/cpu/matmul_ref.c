@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <string.h>
 #include "core/dtype.h"
 #include "core/quant.h"
 #include "core/util.h"
@@ -18,4 +19,13 @@ void cpu_matmul_ref(const rf_weight *w, const float *bias, const float *x, int n
         }
     }
     free(row);
+}
+
+void cpu_matmul_ref_ggml(const rf_weight *w, const float *bias, const float *x, int n, float *y) {
+    size_t len = (size_t)n * (size_t)w->n_in;
+    float *xr = rf_xmalloc(len * sizeof(float));
+    memcpy(xr, x, len * sizeof(float));
+    for (int t = 0; t < n; t++) cpu_round_like_ggml(w->type, xr + (size_t)t * w->n_in, w->n_in);
+    cpu_matmul_ref(w, bias, xr, n, y);
+    free(xr);
 }

@@ -27,6 +27,8 @@ void cpu_rmsnorm(float *x, const float *residual, const float *w, int n_rows, in
 /* matmul (reference): y[t][o] = sum_i W[o][i] * x[t][i] (+ bias[o]); each W row is dequantized
  * exactly (quant.h) and the dot product accumulates in f32 in index order. */
 void cpu_matmul_ref(const rf_weight *w, const float *bias, const float *x, int n, float *y);
+/* The same with each x row first rounded as llama.cpp's CPU backend rounds it (cpu_round_like_ggml). */
+void cpu_matmul_ref_ggml(const rf_weight *w, const float *bias, const float *x, int n, float *y);
 
 /* rope_store_kv: see rf_rope (backend.h) for the rotation; applied to every head of q and k of
  * each token t at position pos[t]; then K/V rows are copied into the caches at slot[t].
@@ -44,6 +46,11 @@ void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, cons
  * the work across threads. */
 void cpu_attention(const rf_step *step, const rf_attn_dims *d, const float *q, const float *k_cache,
                    const float *v_cache, float *out, int64_t begin, int64_t end);
+/* The same result computed as llama.cpp's CPU backend does (for "cpu-ggml"): q rounded to f16
+ * before q.k, softmax normalised first and each probability rounded to f16 before weighting V
+ * (K and V are stored f16-rounded by the caller). */
+void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float *q, const float *k_cache,
+                        const float *v_cache, float *out, int64_t begin, int64_t end);
 
 /* swiglu: out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]. */
 void cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);
@@ -55,6 +62,11 @@ void cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);
 void cpu_scale(float *x, int64_t n, float s);
 void cpu_causal_mask(float *x, int n_rows, int n_cols);
 void cpu_softmax_rows(float *x, int n_rows, int n_cols);
+
+/* llama.cpp-compatible rounding of an activation row before a dot product with weights of type
+ * wtype (f16/bf16 rounding, or 8-bit quantization per ggml's q8_0 / q8_K), in place; n is a
+ * multiple of the weight type's block size. Used only by the "cpu-ggml" device. */
+void cpu_round_like_ggml(uint32_t wtype, float *x, int64_t n);
 
 /* get_rows: out[r][:] = x[rows[r]][:]. */
 void cpu_get_rows(const float *x, const int32_t *rows, int n_rows, int dim, float *out);
