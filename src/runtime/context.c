@@ -12,7 +12,7 @@ rf_context_params rf_context_default_params(void) {
     return p;
 }
 
-enum { KV_BLOCK_SIZE = 32 };
+enum { KV_BLOCK_SIZE = 32, GRAPH_BUCKET = 256 };
 
 static void *balloc(rf_context *c, size_t bytes, bool *ok) {
     if (!*ok) return NULL;
@@ -98,6 +98,11 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     st->seq_row = c->step_dev + 3 * nb;
     st->out_rows = c->step_dev + 4 * nb;
     st->block_table = c->step_dev + 5 * nb;
+    const char *ng = getenv("ROCMFORGE_NO_GRAPHS");
+    c->use_graphs = c->be->ops->graph_begin && !(ng && *ng && strcmp(ng, "0"));
+    c->n_graph_buckets = (p.n_ctx + GRAPH_BUCKET - 1) / GRAPH_BUCKET;
+    c->graphs = rf_xcalloc((size_t)c->n_graph_buckets, sizeof *c->graphs);
+    c->graph_seen = rf_xcalloc((size_t)c->n_graph_buckets, sizeof *c->graph_seen);
     return c;
 fail:
     rf_prefix_error("creating context");
@@ -111,6 +116,10 @@ void rf_context_free(rf_context *c) {
                     c->gate, c->up, c->logits, c->step_dev, c->d_token, c->d_logprob, c->d_history};
     for (size_t i = 0; i < RF_ARRAY_LEN(bufs); i++)
         if (bufs[i]) c->be->ops->free(c->be, bufs[i]);
+    for (int i = 0; c->graphs && i < c->n_graph_buckets; i++)
+        if (c->graphs[i]) c->be->ops->graph_free(c->be, c->graphs[i]);
+    free(c->graphs);
+    free(c->graph_seen);
     rf_kv_free(&c->kv);
     free(c->step_host);
     free(c->out_row_of);
@@ -139,6 +148,41 @@ static void copy_blocks(rf_context *c, const rf_kv_copy *copies, int n) {
 }
 
 int rf_seq_fork(rf_context *c, int seq) { return rf_kv_seq_fork(&c->kv, seq); }
+
+/* Runs the forward pass over the uploaded step. Single-token steps with one logits row (the
+ * decode loop) are captured as a graph per position bucket and replayed; a failed capture turns
+ * graphs off for this context (the eager path is always correct) and says so once. */
+static int run_step(rf_context *c) {
+    const rf_backend_ops *op = c->be->ops;
+    if (!c->use_graphs || c->step.n_tokens != 1 || c->step.n_out != 1) {
+        rf_forward(c);
+        return 0;
+    }
+    int b = RF_MIN(c->step.max_pos / GRAPH_BUCKET, c->n_graph_buckets - 1);
+    if (!c->graphs[b]) {
+        if (!c->graph_seen[b]) {
+            c->graph_seen[b] = true;
+            rf_forward(c);
+            return 0;
+        }
+        if (op->graph_begin(c->be)) {
+            RF_INFO("rocmforge: graph capture unavailable (%s); running steps eagerly\n", rf_last_error());
+            c->use_graphs = false;
+            rf_forward(c);
+            return 0;
+        }
+        rf_forward(c);
+        if (op->graph_end(c->be, &c->graphs[b])) {
+            RF_INFO("rocmforge: graph capture failed (%s); running steps eagerly\n", rf_last_error());
+            c->graphs[b] = NULL;
+            c->use_graphs = false;
+            if (op->sync(c->be)) return -1;
+            rf_forward(c);
+            return 0;
+        }
+    }
+    return op->graph_launch(c->be, c->graphs[b]);
+}
 
 int rf_decode(rf_context *c, const rf_batch *b) {
     int n = b->n_tokens;
@@ -230,8 +274,7 @@ int rf_decode(rf_context *c, const rf_batch *b) {
     c->step.max_pos = max_pos;
     c->last_n_tokens = n;
     c->host_logits_valid = false;
-    rf_forward(c);
-    ret = 0;
+    ret = run_step(c);
 out:
     free(count);
     return ret;

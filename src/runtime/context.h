@@ -30,6 +30,14 @@ struct rf_context {
     float *d_logprob;
     int history_cap;
 
+    /* Captured single-token decode steps, one per 256-position bucket of the context (kernels may
+     * size launches from step.max_pos, a hint: a replayed graph is correct at any position, the
+     * bucket keeps it fast). seen[b]: a step of bucket b ran eagerly (scratch is sized). */
+    bool use_graphs;
+    int n_graph_buckets;
+    rf_graph **graphs;
+    bool *graph_seen;
+
     /* Logits of the last decode: batch index -> output row (-1: not requested). */
     int last_n_tokens;
     int32_t *out_row_of;
