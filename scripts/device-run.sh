@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# What the GPU machine runs, in one command (so one device lease covers build, tests and
+# benchmarks). Usage: scripts/device-run.sh [test] [bench] [bench7b]   (results under $OUT)
+#   test:    build, GPU kernel tests, every model test on the GPU, compute-sanitizer
+#            memcheck + racecheck on the kernel tests
+#   bench:   copy bandwidth, then `rocmforge bench` on mkmodel files of the 1B shape
+#   bench7b: the same on the Llama-2-7B shape (F16, Q8_0, Q4_0, Q4_K_M)
+# Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
+set -uo pipefail
+OUT=${OUT:-/tmp/rf-out}
+mkdir -p "$OUT"
+export ROCMFORGE_SHARED=$PWD/.dev/shared
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+date -u +%FT%TZ > "$OUT/summary.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/summary.txt"
+make -j16 > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+grep -E "warning" "$OUT/build.log" | head -5
+BIN=build/rocmforge
+
+for stage in "$@"; do
+case $stage in
+test)
+    log "make test-gpu"
+    make test-gpu 2>&1 | tee "$OUT/test-gpu.log" | grep -E "passed|FAIL" | tail -20 | tee -a "$OUT/summary.txt"
+    log "model tests on the GPU (test_model with ROCMFORGE_TEST_DEVICE=gpu)"
+    ROCMFORGE_TEST_DEVICE=gpu build/tests/test_model > "$OUT/test-model-gpu.log" 2>&1
+    grep -E " gpu |FAIL|RESULT|batched" "$OUT/test-model-gpu.log" | tee -a "$OUT/summary.txt"
+    for tool in memcheck racecheck; do
+        log "compute-sanitizer $tool on test_gpu_ops"
+        ROCMFORGE_TEST_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/test_gpu_ops \
+            > "$OUT/sanitizer-$tool.log" 2>&1
+        echo "exit $? ; $(grep -E 'ERROR SUMMARY|RESULT' "$OUT/sanitizer-$tool.log" | tail -2 | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+    done
+    ;;
+bench|bench7b)
+    nvcc -O2 -o build/gpu_bandwidth tools/gpu_bandwidth.cu && build/gpu_bandwidth 4 | tee -a "$OUT/summary.txt"
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf
+    M=/tmp/rfm; mkdir -p $M
+    if [ $stage = bench ]; then
+        shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"; tag=1b; types="f16 q8_0 q4_0 q4_k_m"
+    else
+        shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; tag=7b; types="f16 q8_0 q4_0 q4_k_m"
+    fi
+    for t in $types; do
+        f=$M/$tag-$t.gguf
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        log "bench $tag $t ($(stat -c %s $f) bytes)"
+        $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -2 | tee -a "$OUT/summary.txt"
+        rm -f $f.keep
+    done
+    ;;
+esac
+done
