@@ -31,6 +31,8 @@ const char *rf_error(void);
 const char *rf_version(void);
 /* Backends compiled into this library, e.g. "cpu cuda(sm_80,sm_90)". */
 const char *rf_build_info(void);
+/* GPUs this build can use on this machine (0: none, or no GPU backend built). */
+int rf_gpu_devices(void);
 
 typedef struct {
     const char *device; /* "cpu" (default), "cpu-ref" (exact reference ops), "gpu", "gpu:N" */

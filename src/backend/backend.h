@@ -163,6 +163,8 @@ struct rf_backend {
 /* Backend registry. kind: "cpu", "gpu" (first GPU), or "gpu:N". n_threads for the CPU. */
 rf_backend *rf_backend_create(const char *kind, int n_threads);
 void rf_backend_destroy(rf_backend *be);
+/* GPUs present and usable by this build's GPU backend (0 without one). */
+int rf_gpu_count(void);
 /* Backends compiled into this build, e.g. "cpu cuda(sm_80,sm_90)". */
 const char *rf_backends_built(void);
 

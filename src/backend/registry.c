@@ -10,6 +10,7 @@
 
 #if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
 #include "gpu/gpu_backend.h"
+int rf_gpu_device_count(void);
 #endif
 
 rf_backend *rf_backend_create(const char *kind, int n_threads) {
@@ -32,6 +33,14 @@ rf_backend *rf_backend_create(const char *kind, int n_threads) {
 
 void rf_backend_destroy(rf_backend *be) {
     if (be) be->ops->destroy(be);
+}
+
+int rf_gpu_count(void) {
+#if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
+    return rf_gpu_device_count();
+#else
+    return 0;
+#endif
 }
 
 const char *rf_backends_built(void) {

@@ -14,6 +14,7 @@
 const char *rf_error(void) { return rf_last_error(); }
 const char *rf_version(void) { return RF_VERSION; }
 const char *rf_build_info(void) { return rf_backends_built(); }
+int rf_gpu_devices(void) { return rf_gpu_count(); }
 
 rf_model_params rf_model_default_params(void) {
     rf_model_params p = {"cpu", 0, -1};

@@ -16,8 +16,9 @@ rf_model *rf_cli_load(const rf_args *a) {
     mp.n_threads = a->n_threads;
     mp.n_gpu_layers = a->n_gpu_layers;
     const char *device = a->device;
-    bool gpu_built = strstr(rf_build_info(), "cuda") || strstr(rf_build_info(), "hip");
-    if (!device) device = (a->n_gpu_layers == 0 || !gpu_built) ? "cpu" : "gpu";
+    /* Default: the GPU when one is present. A GPU asked for (--device gpu, or -ngl N > 0) that
+     * cannot be used is an error in rf_model_load, never a CPU run. */
+    if (!device) device = a->n_gpu_layers == 0 || (a->n_gpu_layers < 0 && rf_gpu_devices() == 0) ? "cpu" : "gpu";
     if (!strncmp(device, "gpu", 3) && a->n_gpu_layers == 0) {
         rf_fail("--device %s with -ngl 0 asks for no layers on the GPU; use --device cpu", device);
         return NULL;
