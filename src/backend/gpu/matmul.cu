@@ -158,26 +158,41 @@ MM_UNROLL
         out[4 * i + 3] = v.w;
     }
 }
-/* Byte j of a little-endian word array (j a compile-time constant after unrolling). */
+/* Byte j of a little-endian word array (j must be a compile-time constant after unrolling: a
+ * run-time index would move the array to local memory; use byte_rt for those). */
 HD uint32_t byte_of(const uint32_t *w, int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; }
+/* Byte j (run-time, 0..11) of the 12 bytes in words w0, w1, w2. */
+HD uint32_t byte_rt(uint32_t w0, uint32_t w1, uint32_t w2, int j) {
+    const uint32_t w = j < 4 ? w0 : (j < 8 ? w1 : w2);
+    return (w >> (8 * (j & 3))) & 0xffu;
+}
+
+/* Exact small-integer -> f32 without the (slow) integer-convert instruction: 0x4B000000 | v is
+ * the float 2^23 + v for v < 2^23, so (bits - (2^23 + bias)) = v - bias exactly. */
+HD float u2f_sub(uint32_t v, float two23_plus_bias) { return mm_bits2f(0x4B000000u | v) - two23_plus_bias; }
+#define MAGIC 8388608.0f /* 2^23 */
 
 /* IQ4_NL codebook {-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113} as four words of
  * int8 (little-endian): selected without memory lookups. */
 HD float iq4_value(uint32_t idx) {
     const uint32_t w0 = 0xBFAD9881u, w1 = 0xF6EADDCFu, w2 = 0x26190D01u, w3 = 0x71594535u;
     const uint32_t w = (idx & 8) ? ((idx & 4) ? w3 : w2) : ((idx & 4) ? w1 : w0);
-    return (float)(int8_t)(uint8_t)(w >> (8 * (idx & 3)));
+    /* int8 byte b: (b ^ 0x80) = value + 128 */
+    return u2f_sub(((w >> (8 * (idx & 3))) & 0xffu) ^ 0x80u, MAGIC + 128.0f);
 }
 
 /* Q4_K / Q5_K 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes (3 words). */
 HD void k4_sm(const uint32_t *s, int j, float *sc, float *mn) {
     uint32_t a, b;
     if (j < 4) {
-        a = byte_of(s, j) & 63;
-        b = byte_of(s, j + 4) & 63;
+        const int sh = 8 * j;
+        a = (s[0] >> sh) & 63;
+        b = (s[1] >> sh) & 63;
     } else {
-        a = (byte_of(s, j + 4) & 0xf) | ((byte_of(s, j - 4) >> 6) << 4);
-        b = (byte_of(s, j + 4) >> 4) | ((byte_of(s, j) >> 6) << 4);
+        const int sh = 8 * (j - 4);
+        const uint32_t hi = (s[2] >> sh) & 0xff; /* byte j + 4 */
+        a = (hi & 0xf) | (((s[0] >> sh) >> 6 & 3) << 4);
+        b = (hi >> 4) | (((s[1] >> sh) >> 6 & 3) << 4);
     }
     *sc = (float)a;
     *mn = (float)b;
@@ -244,7 +259,7 @@ struct DecQ8_0 {
         uint32_t q[8];
         ldw_a2<32>(b + 2, q);
 MM_UNROLL
-        for (int j = 0; j < 32; j++) w[j] = d * (float)(int8_t)(uint8_t)byte_of(q, j);
+        for (int j = 0; j < 32; j++) w[j] = d * u2f_sub(byte_of(q, j) ^ 0x80u, MAGIC + 128.0f);
     }
 };
 /* Q4_0: f16 d, qs[16]; element j < 16 low nibble of qs[j], j >= 16 high nibble of qs[j-16]. */
@@ -257,8 +272,8 @@ struct DecQ4_0 {
 MM_UNROLL
         for (int j = 0; j < 16; j++) {
             const uint32_t v = byte_of(q, j);
-            w[j] = (float)((int)(v & 0xf) - 8) * d;
-            w[j + 16] = (float)((int)(v >> 4) - 8) * d;
+            w[j] = u2f_sub(v & 0xf, MAGIC + 8.0f) * d;
+            w[j + 16] = u2f_sub(v >> 4, MAGIC + 8.0f) * d;
         }
     }
 };
@@ -273,8 +288,8 @@ struct DecQ4_1 {
 MM_UNROLL
         for (int j = 0; j < 16; j++) {
             const uint32_t v = byte_of(q, j);
-            w[j] = (float)(v & 0xf) * d + m;
-            w[j + 16] = (float)(v >> 4) * d + m;
+            w[j] = u2f_sub(v & 0xf, MAGIC) * d + m;
+            w[j + 16] = u2f_sub(v >> 4, MAGIC) * d + m;
         }
     }
 };
@@ -289,10 +304,10 @@ struct DecQ5_0 {
 MM_UNROLL
         for (int j = 0; j < 16; j++) {
             const uint32_t v = byte_of(q, j);
-            const int lo = (int)((v & 0xf) | (((qh >> j) & 1) << 4));
-            const int hi = (int)((v >> 4) | (((qh >> (j + 16)) & 1) << 4));
-            w[j] = (float)(lo - 16) * d;
-            w[j + 16] = (float)(hi - 16) * d;
+            const uint32_t lo = (v & 0xf) | (((qh >> j) & 1) << 4);
+            const uint32_t hi = (v >> 4) | (((qh >> (j + 16)) & 1) << 4);
+            w[j] = u2f_sub(lo, MAGIC + 16.0f) * d;
+            w[j + 16] = u2f_sub(hi, MAGIC + 16.0f) * d;
         }
     }
 };
@@ -310,8 +325,8 @@ MM_UNROLL
             const uint32_t v = byte_of(q, j);
             const uint32_t lo = (v & 0xf) | (((qh >> j) & 1) << 4);
             const uint32_t hi = (v >> 4) | (((qh >> (j + 16)) & 1) << 4);
-            w[j] = (float)lo * d + m;
-            w[j + 16] = (float)hi * d + m;
+            w[j] = u2f_sub(lo, MAGIC) * d + m;
+            w[j + 16] = u2f_sub(hi, MAGIC) * d + m;
         }
     }
 };
@@ -348,7 +363,7 @@ MM_UNROLL
 MM_UNROLL
             for (int l = 0; l < 16; l++) {
                 const uint32_t v = (byte_of(q, 16 * part + l) >> (2 * k)) & 3;
-                w[16 * part + l] = dl * (float)v - ml;
+                w[16 * part + l] = dl * u2f_sub(v, MAGIC) - ml;
             }
         }
     }
@@ -360,22 +375,23 @@ struct DecQ3_K {
     static HD void dec(const uint8_t *b, int p, float *w) {
         const int h = p >> 2, k = p & 3;
         const float d = mm_h2f(ld16(b + 108));
-        uint32_t q[8], hm[8], sc[3];
+        uint32_t q[8], hm[8];
         ldw_a2<32>(b + 32 + 32 * h, q);
         ldw_a2<32>(b, hm);
-        ldw_a2<12>(b + 96, sc);
+        const uint32_t s0 = ld32_a2(b + 96), s1 = ld32_a2(b + 100), s2 = ld32_a2(b + 104);
         const int hb = 4 * h + k;
 MM_UNROLL
         for (int part = 0; part < 2; part++) {
             const int s = 8 * h + 2 * k + part;
-            const uint32_t lo = s < 8 ? (byte_of(sc, s) & 0xf) : (byte_of(sc, s - 8) >> 4);
-            const uint32_t hi = (byte_of(sc, 8 + (s & 3)) >> (2 * (s >> 2))) & 3;
+            const uint32_t lo = s < 8 ? (byte_rt(s0, s1, s2, s) & 0xf) : (byte_rt(s0, s1, s2, s - 8) >> 4);
+            const uint32_t hi = (byte_rt(s0, s1, s2, 8 + (s & 3)) >> (2 * (s >> 2))) & 3;
             const float dl = d * (float)((int)(lo | (hi << 4)) - 32);
 MM_UNROLL
             for (int l = 0; l < 16; l++) {
                 const int j = 16 * part + l;
-                const int v = (int)((byte_of(q, j) >> (2 * k)) & 3) - (((byte_of(hm, j) >> hb) & 1) ? 0 : 4);
-                w[j] = dl * (float)v;
+                /* q3 + 4 = low2 | hbit << 2 (0..7) */
+                const uint32_t v = ((byte_of(q, j) >> (2 * k)) & 3) | (((byte_of(hm, j) >> hb) & 1) << 2);
+                w[j] = dl * u2f_sub(v, MAGIC + 4.0f);
             }
         }
     }
@@ -395,7 +411,7 @@ struct DecQ4_K {
         const float d1 = d * s, m1 = dmin * m;
         const int sh = 4 * (p & 1);
 MM_UNROLL
-        for (int l = 0; l < 32; l++) w[l] = d1 * (float)((byte_of(q, l) >> sh) & 0xf) - m1;
+        for (int l = 0; l < 32; l++) w[l] = d1 * u2f_sub((byte_of(q, l) >> sh) & 0xf, MAGIC) - m1;
     }
 };
 /* Q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128]; fifth bit of sub-block p element l is
@@ -416,7 +432,7 @@ struct DecQ5_K {
 MM_UNROLL
         for (int l = 0; l < 32; l++) {
             const uint32_t v = ((byte_of(q, l) >> sh) & 0xf) | (((byte_of(qh, l) >> p) & 1) << 4);
-            w[l] = d1 * (float)v - m1;
+            w[l] = d1 * u2f_sub(v, MAGIC) - m1;
         }
     }
 };
@@ -439,8 +455,8 @@ MM_UNROLL
 MM_UNROLL
             for (int l = 0; l < 16; l++) {
                 const int j = 16 * part + l;
-                const int v = (int)(((byte_of(ql, j) >> shl) & 0xf) | (((byte_of(qh, j) >> shh) & 3) << 4)) - 32;
-                w[j] = dl * (float)v;
+                const uint32_t v = ((byte_of(ql, j) >> shl) & 0xf) | (((byte_of(qh, j) >> shh) & 3) << 4);
+                w[j] = dl * u2f_sub(v, MAGIC + 32.0f);
             }
         }
     }
@@ -469,6 +485,12 @@ MM_UNROLL
 
 #define MV_THREADS 128
 #define MV_MAX_COLS 8
+#ifdef MM_HIP
+#define MV_LAUNCH_BOUNDS(NC) __launch_bounds__(MV_THREADS)
+#else
+/* few columns: ask for >= 8 resident blocks (32 warps) per multiprocessor (<= 64 registers) */
+#define MV_LAUNCH_BOUNDS(NC) __launch_bounds__(MV_THREADS, (NC) <= 2 ? 8 : 4)
+#endif
 
 /* Dot of a decoded chunk w[E] with x[0..E). xv: x is 16-byte aligned (E % 4 == 0 required). */
 template <int E> __device__ __forceinline__ float chunk_dot(const float *w, const float *x, int xv) {
@@ -492,34 +514,51 @@ MM_UNROLL
 /* k_matvec: y[c][row] = sum_e W[row][e] * x[c][e] (+ bias[row]) for c < ncols <= NC.
  * Shapes: W has n_out rows of row_bytes bytes (nchunks chunks of D::E elements; n_in =
  * nchunks * E); x: ncols rows of n_in floats (row c at x + c*n_in); y: ncols rows of n_out.
- * Launch: blockDim.x = MV_THREADS (a multiple of warpSize), one warp per row, gridDim.x =
- * ceil(n_out / (MV_THREADS / warpSize)). Alignment: W base to D::A bytes; x to 16 bytes if xv.
- * Lanes stride over chunks (adjacent lanes read adjacent chunks: coalesced), accumulate in f32,
- * and reduce with xor-shuffles from warpSize/2 down. NaN/inf propagate as IEEE arithmetic. */
+ * Launch: blockDim.x = MV_THREADS; wpr (1, 2 or 4, with wpr * warpSize dividing MV_THREADS)
+ * warps per row, gridDim.x = ceil(n_out / (MV_THREADS / (wpr * warpSize))). Alignment: W base to
+ * D::A bytes; x to 16 bytes if xv. The row's threads stride over chunks (adjacent threads read
+ * adjacent chunks: coalesced), accumulate in f32, reduce with xor-shuffles from warpSize/2 down,
+ * then across the row's warps through shared memory. NaN/inf propagate as IEEE arithmetic. */
 template <class D, int NC>
-__global__ void __launch_bounds__(MV_THREADS)
+__global__ void MV_LAUNCH_BOUNDS(NC)
     k_matvec(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int nchunks, int64_t n_in,
-             const float *__restrict__ x, int ncols, int xv, const float *__restrict__ bias, float *__restrict__ y) {
-    const int ws = warpSize;
-    const int lane = (int)threadIdx.x % ws;
-    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / ws) + threadIdx.x / ws;
-    if (row >= n_out) return; /* uniform per warp */
-    const uint8_t *wr = W + row * row_bytes;
+             const float *__restrict__ x, int ncols, int xv, int wpr, const float *__restrict__ bias,
+             float *__restrict__ y) {
+    __shared__ float red[MV_THREADS / 32][NC]; /* per warp partial sums (wpr > 1) */
+    const int ws = warpSize, tpr = ws * wpr;
+    const int lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws, t = (int)threadIdx.x % tpr;
+    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+    const bool valid = row < n_out; /* uniform per row group */
     float acc[NC];
 MM_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    for (int k = lane; k < nchunks; k += ws) {
-        float w[D::E];
-        D::dec(wr + (int64_t)(k / D::C) * D::BB, k % D::C, w);
-        const float *xk = x + (int64_t)k * D::E;
+    if (valid) {
+        const uint8_t *wr = W + row * row_bytes;
+        for (int k = t; k < nchunks; k += tpr) {
+            float w[D::E];
+            D::dec(wr + (int64_t)(k / D::C) * D::BB, k % D::C, w);
+            const float *xk = x + (int64_t)k * D::E;
 MM_UNROLL
-        for (int c = 0; c < NC; c++)
-            if (c < ncols) acc[c] += chunk_dot<D::E>(w, xk + (int64_t)c * n_in, xv);
+            for (int c = 0; c < NC; c++)
+                if (c < ncols) acc[c] += chunk_dot<D::E>(w, xk + (int64_t)c * n_in, xv);
+        }
     }
 MM_UNROLL
     for (int c = 0; c < NC; c++)
         for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
-    if (lane == 0) {
+    if (wpr > 1) { /* uniform per launch */
+        if (lane == 0) {
+MM_UNROLL
+            for (int c = 0; c < NC; c++) red[warp][c] = acc[c];
+        }
+        __syncthreads();
+        if (t == 0) {
+MM_UNROLL
+            for (int c = 0; c < NC; c++)
+                for (int i = 1; i < wpr; i++) acc[c] += red[warp + i][c];
+        }
+    }
+    if (t == 0 && valid) {
         const float bv = bias ? bias[row] : 0.0f;
 MM_UNROLL
         for (int c = 0; c < NC; c++)
@@ -618,10 +657,12 @@ __global__ void k_dequant_f16(const uint8_t *__restrict__ W, int64_t row_bytes, 
     if ((D::E % 8) == 0) {
 MM_UNROLL
         for (int i = 0; i < D::E; i += 8) {
-            __half h[8];
+            uint32_t p[4];
 MM_UNROLL
-            for (int e = 0; e < 8; e++) h[e] = __float2half_rn(w[i + e]);
-            *(uint4 *)(o + i) = *(const uint4 *)h;
+            for (int e = 0; e < 4; e++)
+                p[e] = (uint32_t)__half_as_ushort(__float2half_rn(w[i + 2 * e])) |
+                       ((uint32_t)__half_as_ushort(__float2half_rn(w[i + 2 * e + 1])) << 16);
+            *(uint4 *)(o + i) = make_uint4(p[0], p[1], p[2], p[3]);
         }
     } else {
 MM_UNROLL
@@ -687,6 +728,8 @@ struct rf_gpu_matmul_ctx {
     mmStream_t stream;
     int warp_size;
     int force_tiled;
+    int wpr;          /* matvec warps per row; 0 = automatic */
+    int target_warps; /* matvec: warps that fill the device (2 waves' worth) */
 #ifndef MM_HIP
     mm_cublas_api cublas;
     cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
@@ -726,6 +769,13 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     }
     ctx->stream = (mmStream_t)stream;
     ctx->warp_size = ws;
+    int sms = 0;
+#ifdef MM_HIP
+    (void)hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, dev);
+#else
+    (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+#endif
+    ctx->target_warps = (sms > 0 ? sms : 64) * 64;
 #ifndef MM_HIP
     if (!getenv("RF_NO_CUBLAS") && mm_cublas_load(&ctx->cublas) == 0) {
         if (ctx->cublas.create(&ctx->handle) != CUBLAS_STATUS_SUCCESS) {
@@ -756,10 +806,16 @@ extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
 template <class D, int NC>
 static void launch_matvec(rf_gpu_matmul_ctx *ctx, const uint8_t *w, int64_t row_bytes, int64_t n_out, int nchunks,
                           int64_t n_in, const float *x, int ncols, int xv, const float *bias, float *y) {
-    const int rows_per_block = MV_THREADS / ctx->warp_size;
+    int wpr = ctx->wpr;
+    if (wpr <= 0) { /* auto: enough warps to fill the chip, at least ~2 chunks per thread */
+        wpr = 1;
+        while (wpr < 4 && n_out * wpr < ctx->target_warps && nchunks >= 4 * wpr * ctx->warp_size) wpr *= 2;
+    }
+    while (wpr > 1 && wpr * ctx->warp_size > MV_THREADS) wpr /= 2;
+    const int rows_per_block = MV_THREADS / (ctx->warp_size * wpr);
     const int64_t blocks = (n_out + rows_per_block - 1) / rows_per_block;
     k_matvec<D, NC><<<dim3((unsigned)blocks), dim3(MV_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x,
-                                                                                 ncols, xv, bias, y);
+                                                                                 ncols, xv, wpr, bias, y);
 }
 
 #ifndef MM_HIP
@@ -1004,6 +1060,8 @@ extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
 }
 
 extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
+
+extern "C" void rf_gpu_mm_set_wpr(rf_gpu_matmul_ctx *ctx, int wpr) { ctx->wpr = wpr; }
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
 #ifndef MM_HIP

@@ -1,0 +1,143 @@
+/* bench_gpu_matmul: times rf_gpu_matmul on the device.
+ *
+ *   bench_gpu_matmul [iters]
+ *
+ * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
+ * rotated among enough copies (>= 256 MB together) that they are not served from L2.
+ * GEMM (n = 512): TFLOP/s (2 * n * n_out * n_in / time) for the default path and the tiled kernel.
+ * Build: sh bench/gpu_mm_build.sh (CUDA). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/gpu/matmul_gpu.h"
+#include "core/dtype.h"
+#include "core/quant.h"
+#include "core/util.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+static float randf(void) { return (float)((rng() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = rf_fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Random weights: random bytes with sane f16 scales (quantized), random floats (plain). */
+static void fill(uint32_t type, int64_t n_out, int64_t n_in, uint8_t *buf) {
+    const rf_type_info *ti = rf_type_get(type);
+    uint64_t rb = 0;
+    rf_row_bytes(type, (uint64_t)n_in, &rb);
+    if (ti->block_elems == 1) {
+        float *tmp = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t i = 0; i < n_in; i++) tmp[i] = randf();
+            rf_quantize_row(type, tmp, buf + r * rb, n_in);
+        }
+        free(tmp);
+        return;
+    }
+    const int64_t nb = n_out * (n_in / ti->block_elems);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = buf + b * ti->block_bytes;
+        for (uint32_t i = 0; i < ti->block_bytes; i++) p[i] = (uint8_t)rng();
+        switch (type) {
+        case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: put_f16(p, 0.001f); put_f16(p + 2, 0.001f); break;
+        case RF_TYPE_Q2_K: put_f16(p + 80, 0.01f); put_f16(p + 82, 0.01f); break;
+        case RF_TYPE_Q3_K: put_f16(p + 108, 0.001f); break;
+        case RF_TYPE_Q6_K: put_f16(p + 208, 0.0001f); break;
+        case RF_TYPE_Q4_1: case RF_TYPE_Q5_1: put_f16(p, 0.01f); put_f16(p + 2, -0.1f); break;
+        default: put_f16(p, 0.01f); break;
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    const int iters = argc > 1 ? atoi(argv[1]) : 30;
+    const int full = argc > 2 ? atoi(argv[2]) : 1; /* 0: auto wpr and wpr 1, 2 only */
+    if (rf_gpu_mm_device_count() <= 0) {
+        printf("no GPU device\n");
+        return 0;
+    }
+    char name[256];
+    rf_gpu_mm_device_name(name, sizeof name);
+    rf_gpu_matmul_ctx *ctx = rf_gpu_matmul_init(NULL);
+    if (!ctx) {
+        fprintf(stderr, "init: %s\n", rf_last_error());
+        return 1;
+    }
+    printf("device: %s; GEMM path: %s\n", name, rf_gpu_mm_gemm_path(ctx));
+    const uint32_t types[] = {RF_TYPE_Q4_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_F16, RF_TYPE_Q6_K, RF_TYPE_Q5_K,
+                              RF_TYPE_Q2_K, RF_TYPE_Q3_K, RF_TYPE_IQ4_XS, RF_TYPE_BF16, RF_TYPE_F32};
+    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
+    const int ns[] = {1, 2, 8};
+    float *dx = rf_gpu_mm_alloc(sizeof(float) * 512 * 11008);
+    float *dy = rf_gpu_mm_alloc(sizeof(float) * 512 * 11008);
+    {
+        float *hx = malloc(sizeof(float) * 512 * 11008);
+        for (int i = 0; i < 512 * 11008; i++) hx[i] = randf();
+        rf_gpu_mm_upload(dx, hx, sizeof(float) * 512 * 11008);
+        free(hx);
+    }
+    printf("%-8s %-12s %4s %10s %10s\n", "type", "n_out x n_in", "n", "us", "GB/s");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const uint32_t type = types[t];
+            const int64_t n_out = shapes[s][0], n_in = shapes[s][1];
+            uint64_t rb = 0;
+            rf_row_bytes(type, (uint64_t)n_in, &rb);
+            const size_t bytes = (size_t)(rb * (uint64_t)n_out);
+            int copies = (int)((256u << 20) / bytes) + 1;
+            if (copies < 2) copies = 2;
+            if (copies > 64) copies = 64;
+            uint8_t *hw = malloc(bytes);
+            fill(type, n_out, n_in, hw);
+            void **dw = calloc((size_t)copies, sizeof(void *));
+            for (int c = 0; c < copies; c++) {
+                dw[c] = rf_gpu_mm_alloc(bytes);
+                rf_gpu_mm_upload(dw[c], hw, bytes);
+            }
+            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                for (int wpr = 0; wpr <= (ns[k] == 1 ? 4 : 0); wpr = wpr ? 2 * wpr : 1) {
+                    if (wpr == 4 && !full) break;
+                    rf_gpu_mm_set_wpr(ctx, wpr);
+                    const double ms =
+                        rf_gpu_mm_time(ctx, type, (const void *const *)dw, copies, n_out, n_in, dx, ns[k], dy, iters);
+                    if (ms < 0) {
+                        printf("%-8s %5lldx%-6lld %4d failed: %s\n", rf_type_name(type), (long long)n_out,
+                               (long long)n_in, ns[k], rf_last_error());
+                        continue;
+                    }
+                    printf("%-8s %5lldx%-6lld %4d %10.2f %10.1f  wpr=%d%s\n", rf_type_name(type), (long long)n_out,
+                           (long long)n_in, ns[k], ms * 1e3, (double)bytes / (ms * 1e-3) / 1e9, wpr,
+                           wpr ? "" : " (auto)");
+                }
+                rf_gpu_mm_set_wpr(ctx, 0);
+            }
+            if (s < 2 && t < 4) {
+                for (int tiled = 0; tiled <= 1; tiled++) {
+                    rf_gpu_mm_force_tiled(ctx, tiled);
+                    const int n = 512;
+                    const double ms = rf_gpu_mm_time(ctx, type, (const void *const *)dw, 2, n_out, n_in, dx, n, dy, 5);
+                    printf("%-8s %5lldx%-6lld %4d %10.2f %8.1f TFLOP/s (%s)\n", rf_type_name(type), (long long)n_out,
+                           (long long)n_in, n, ms * 1e3, 2.0 * n * (double)n_out * (double)n_in / (ms * 1e-3) / 1e12,
+                           rf_gpu_mm_gemm_path(ctx));
+                }
+                rf_gpu_mm_force_tiled(ctx, 0);
+            }
+            for (int c = 0; c < copies; c++) rf_gpu_mm_dfree(dw[c]);
+            free(dw);
+            free(hw);
+        }
+    }
+    rf_gpu_mm_dfree(dx);
+    rf_gpu_mm_dfree(dy);
+    rf_gpu_matmul_free(ctx);
+    return 0;
+}
