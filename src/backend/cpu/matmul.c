@@ -161,9 +161,28 @@ static int64_t tile_rows(const mm_ctx *c) {
     return RF_MAX(4, RF_MIN(r, 64));
 }
 
+/* Tokens from which the tiled GEMM kernels (when the level has one for the type) replace the
+ * per-row kernels: below this, packing a tile costs more than it saves. */
+#define GEMM_MIN_TOK 6
+
 static void mm_worker(void *ctx_, int ith, int nth) {
     const mm_ctx *c = ctx_;
     int64_t r0, r1;
+    if (c->n_tok >= GEMM_MIN_TOK) {
+        rf_gemm_q8_fn gq = c->use_q8 ? c->k->gemm_q8[c->type] : NULL;
+        rf_gemm_f32_fn gf = c->use_q8 ? NULL : c->k->gemm_f32[c->type];
+        if (gq || gf) {
+            /* whole 16-row tiles per thread */
+            const int64_t units = (c->n_out + 15) / 16;
+            r0 = RF_MIN(c->n_out, units * ith / nth * 16);
+            r1 = RF_MIN(c->n_out, units * (ith + 1) / nth * 16);
+            if (r0 >= r1) return;
+            if (gq) gq(c->w, c->row_bytes, r0, r1, c->n_out, &c->xq, c->n_tok, c->y);
+            else gf(c->w, c->row_bytes, r0, r1, c->n_out, c->n_in, c->x, c->n_tok, c->y);
+            if (gq && c->n_bad) rows_generic(c, r0, r1, 1);
+            return;
+        }
+    }
     split_rows(c->n_out, ith, nth, &r0, &r1);
     if (r0 >= r1) return;
     rf_dot_q8_fn kq = c->use_q8 ? c->k->q8[c->type] : NULL;

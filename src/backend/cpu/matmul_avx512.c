@@ -9,9 +9,353 @@
 
 #define MUL_SUM_US8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 
+#include <stdlib.h>
+
 #include "backend/cpu/matmul_x86.inc"
+#include "core/util.h"
+
+/* ---- Many-token GEMM (AVX-512 + VNNI) ----------------------------------------------------
+ *
+ * A tile of 16 weight rows is packed so that one 512-bit register holds 4 consecutive k-values of
+ * each of the 16 rows (lane i = row i). vpdpbusd with a broadcast dword of one token's int8
+ * activations then adds 4 products to each row's lane: after BS/4 such instructions every lane
+ * holds the exact integer block dot product of its row, with no horizontal reduction. Per block
+ * and token only three float operations follow (convert, scale product, fma), so the int8 units
+ * do nearly all the work. Weights are stored unsigned (u8) per block as w = s * (u - z) + m with
+ * a per-type integer zero point z (folded into the integer accumulator's start value
+ * -z * sum(xq)), a per-row float scale s and, for formats with mins, a per-row float m (applied
+ * through d_x * sum(xq)). Tiles are packed per chunk of K (gathers straight from the 16 rows),
+ * the chunk is reused for every token, and partial sums go through y between chunks. */
+
+#define GT 8      /* tokens per int8 micro-kernel pass */
+#define GTF 16    /* tokens per f32 micro-kernel pass */
+#define KCQ 1024  /* K elements per packed int8 chunk (multiple of 256) */
+#define KCF 256   /* K elements per packed f32 chunk */
+
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} g_scr[2];
+
+static void *gscratch(int i, size_t n) {
+    if (g_scr[i].n < n) {
+        free(g_scr[i].p);
+        g_scr[i].p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        if (!g_scr[i].p) abort();
+        g_scr[i].n = n;
+    }
+    return g_scr[i].p;
+}
+
+/* Micro-kernel: nbc packed weight records (BS = 4G elements each) against T tokens of the packed
+ * activations (per block: [GT tokens][BS] int8 codes, and [GT] each of -zp*sum, d, d*sum), 16
+ * rows (mask: the valid ones) of y. */
+AI void mk_q8(const uint8_t *pk, int64_t nbc, const int G, const int has_m, const int zp, const int T,
+              const int8_t *xp, const int32_t *xz, const float *xd, const float *xds, float *y, int64_t n_out,
+              __mmask16 mask, int accumulate) {
+    const int BS = 4 * G;
+    const int64_t rec = G * 64 + 64 + (has_m ? 64 : 0);
+    __m512 acc[GT];
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
+        acc[t] = accumulate ? _mm512_maskz_loadu_ps(mask, y + t * n_out) : _mm512_setzero_ps();
+    for (int64_t i = 0; i < nbc; i++, pk += rec, xp += GT * BS, xz += GT, xd += GT, xds += GT) {
+        __m512i ia[GT];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) ia[t] = zp ? _mm512_set1_epi32(xz[t]) : _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int g = 0; g < G; g++) {
+            const __m512i wv = _mm512_load_si512((const void *)(pk + 64 * g));
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+                int32_t v;
+                memcpy(&v, xp + t * BS + 4 * g, 4);
+                ia[t] = _mm512_dpbusd_epi32(ia[t], wv, _mm512_set1_epi32(v));
+            }
+        }
+        const __m512 s = _mm512_load_ps((const float *)(pk + G * 64));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(s, _mm512_set1_ps(xd[t])), acc[t]);
+        if (has_m) {
+            const __m512 m = _mm512_load_ps((const float *)(pk + G * 64 + 64));
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xds[t]), acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * n_out, mask, acc[t]);
+}
+
+#define MK_Q8(name, G, has_m, zp)                                                                               \
+    static void name(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz, const float *xd, \
+                     const float *xds, float *y, int64_t n_out, __mmask16 mask, int acc) {                      \
+        switch (T) {                                                                                            \
+        case 1: mk_q8(pk, nbc, G, has_m, zp, 1, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 2: mk_q8(pk, nbc, G, has_m, zp, 2, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 3: mk_q8(pk, nbc, G, has_m, zp, 3, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 4: mk_q8(pk, nbc, G, has_m, zp, 4, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 5: mk_q8(pk, nbc, G, has_m, zp, 5, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 6: mk_q8(pk, nbc, G, has_m, zp, 6, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        case 7: mk_q8(pk, nbc, G, has_m, zp, 7, xp, xz, xd, xds, y, n_out, mask, acc); break;                   \
+        default: mk_q8(pk, nbc, G, has_m, zp, 8, xp, xz, xd, xds, y, n_out, mask, acc); break;                  \
+        }                                                                                                       \
+    }
+MK_Q8(mk_g8, 8, 0, 1)
+MK_Q8(mk_g8m, 8, 1, 0)
+MK_Q8(mk_g4, 4, 0, 1)
+
+typedef void (*mk_q8_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32_t *, const float *, const float *,
+                         float *, int64_t, __mmask16, int);
+
+/* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 16 rows at w + vidx[i]. */
+static void pack_q4_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)ridx;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nbc; i++, out += 576) {
+        const uint8_t *blk = w + (b0 + i) * 18;
+        const __m512i dv = _mm512_i32gather_epi32(vidx, (const void *)blk, 1);
+        _mm512_store_ps((float *)(out + 512), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv)));
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(blk + 2 + 4 * j), 1);
+            _mm512_store_si512((void *)(out + 64 * j), _mm512_and_si512(v, m4));
+            _mm512_store_si512((void *)(out + 64 * (j + 4)), _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+        }
+    }
+}
+
+static void pack_q8_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)ridx;
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nbc; i++, out += 576) {
+        const uint8_t *blk = w + (b0 + i) * 34;
+        const __m512i dv = _mm512_i32gather_epi32(vidx, (const void *)blk, 1);
+        _mm512_store_ps((float *)(out + 512), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv)));
+        for (int g = 0; g < 8; g++) {
+            const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(blk + 2 + 4 * g), 1);
+            _mm512_store_si512((void *)(out + 64 * g), _mm512_xor_si512(v, x80));
+        }
+    }
+}
+
+/* Q4_K: BS 32, b0 and nbc multiples of 8; records of 640 bytes (weights, s = d*sc, m = -dmin*mn). */
+static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t S = b0 / 8; S < (b0 + nbc) / 8; S++, out += 8 * 640) {
+        const uint8_t *sb = w + S * 144;
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *p = sb + ridx[r];
+            const float d = f16v(p), dmin = f16v(p + 2);
+            uint8_t sc[8], mn[8];
+            k4_unpack(p + 4, sc, mn);
+            for (int j = 0; j < 8; j++) {
+                ((float *)(out + j * 640 + 512))[r] = d * (float)sc[j];
+                ((float *)(out + j * 640 + 576))[r] = -dmin * (float)mn[j];
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(sb + 16 + 32 * c + 4 * g), 1);
+                _mm512_store_si512((void *)(out + (2 * c) * 640 + 64 * g), _mm512_and_si512(v, m4));
+                _mm512_store_si512((void *)(out + (2 * c + 1) * 640 + 64 * g),
+                                   _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+            }
+    }
+}
+
+/* Q6_K: BS 16, b0 and nbc multiples of 16; records of 320 bytes (weights u = q in 0..63, z = 32,
+ * s = d*sc). */
+static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)ridx;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t S = b0 / 16; S < (b0 + nbc) / 16; S++, out += 16 * 320) {
+        const uint8_t *sb = w + S * 210;
+        /* d is at 208..209; read 206..209 so the gather stays inside the block */
+        const __m512i dv = _mm512_srli_epi32(_mm512_i32gather_epi32(vidx, (const void *)(sb + 206), 1), 16);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv));
+        for (int q = 0; q < 4; q++) {
+            const __m512i scv = _mm512_i32gather_epi32(vidx, (const void *)(sb + 192 + 4 * q), 1);
+            _mm512_store_ps((float *)(out + (4 * q + 0) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(scv, 24), 24))));
+            _mm512_store_ps((float *)(out + (4 * q + 1) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(scv, 16), 24))));
+            _mm512_store_ps((float *)(out + (4 * q + 2) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(scv, 8), 24))));
+            _mm512_store_ps((float *)(out + (4 * q + 3) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(scv, 24))));
+        }
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 8; p++) {
+                const __m512i A = _mm512_i32gather_epi32(vidx, (const void *)(sb + 64 * h + 4 * p), 1);
+                const __m512i B = _mm512_i32gather_epi32(vidx, (const void *)(sb + 64 * h + 32 + 4 * p), 1);
+                const __m512i H = _mm512_i32gather_epi32(vidx, (const void *)(sb + 128 + 32 * h + 4 * p), 1);
+                __m512i g[4];
+                g[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi32(H, 4), m30));
+                g[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi32(H, 2), m30));
+                g[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(A, 4), m4), _mm512_and_si512(H, m30));
+                g[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(B, 4), m4), _mm512_and_si512(_mm512_srli_epi32(H, 2), m30));
+                for (int k = 0; k < 4; k++)
+                    _mm512_store_si512((void *)(out + (8 * h + 2 * k + (p >> 2)) * 320 + 64 * (p & 3)), g[k]);
+            }
+    }
+}
+
+typedef void (*pack_fn)(const uint8_t *, const int32_t *, __m512i, int64_t, int64_t, uint8_t *);
+
+/* Shared driver. G: groups of 4 per block (BS = 4G), zp: zero point, has_m: per-block mins. */
+static void gemm_q8_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+                           int64_t n_tok, float *y, const int G, const int has_m, const int zp, pack_fn pack,
+                           mk_q8_fn mk) {
+    const int BS = 4 * G;
+    const int64_t n_in = x->n_in, nbx = n_in / 32, nbz = n_in / BS;
+    const int64_t rec = G * 64 + 64 + (has_m ? 64 : 0);
+    const int64_t ntg = (n_tok + GT - 1) / GT;
+    /* Activations regrouped per GT tokens and block, so the micro-kernel reaches every token
+     * through one pointer: codes [tg][b][GT][BS], and [tg][b][GT] of -zp*sum(q), d, d*sum(q). */
+    const size_t xpb = (size_t)(ntg * nbz * GT * BS), xsb = sizeof(float) * (size_t)(ntg * nbz * GT);
+    uint8_t *sc = gscratch(1, xpb + 3 * xsb);
+    int8_t *xp = (int8_t *)sc;
+    int32_t *xz = (int32_t *)(sc + xpb);
+    float *xd = (float *)(sc + xpb + xsb), *xds = (float *)(sc + xpb + 2 * xsb);
+    for (int64_t t = 0; t < ntg * GT; t++) {
+        const int64_t tg = t / GT, tj = t % GT;
+        const int tv = t < n_tok;
+        const int16_t *s16 = x->s16 + t * 2 * nbx;
+        for (int64_t b = 0; b < nbz; b++) {
+            const size_t o = (size_t)((tg * nbz + b) * GT + tj);
+            if (tv) memcpy(xp + o * BS, x->q + t * n_in + b * BS, (size_t)BS);
+            else memset(xp + o * BS, 0, (size_t)BS);
+            const int64_t bx = G == 8 ? b : b >> 1;
+            xz[o] = !tv ? 0 : -zp * (G == 8 ? (int32_t)s16[2 * b] + s16[2 * b + 1] : (int32_t)s16[b]);
+            xd[o] = tv ? x->d[t * nbx + bx] : 0.0f;
+            xds[o] = tv ? x->dsum[t * nbx + bx] : 0.0f;
+        }
+    }
+    const int64_t kcb = KCQ / BS; /* blocks per chunk */
+    uint8_t *pk = gscratch(0, (size_t)(kcb * rec));
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = (int)RF_MIN(16, r1 - r);
+        int32_t ridx[16];
+        for (int i = 0; i < 16; i++) ridx[i] = (int32_t)((uint64_t)RF_MIN(i, nr - 1) * rb);
+        const __m512i vidx = _mm512_loadu_si512((const void *)ridx);
+        const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+        const uint8_t *wr = w + (uint64_t)r * rb;
+        for (int64_t b0 = 0; b0 < nbz; b0 += kcb) {
+            const int64_t nbc = RF_MIN(kcb, nbz - b0);
+            pack(wr, ridx, vidx, b0, nbc, pk);
+            for (int64_t tg = 0; tg < ntg; tg++) {
+                const int T = (int)RF_MIN(GT, n_tok - tg * GT);
+                const int64_t o = (tg * nbz + b0) * GT;
+                mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
+            }
+        }
+    }
+}
+
+static void gemm_q4_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+                      int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 0, 8, pack_q4_0, mk_g8);
+}
+static void gemm_q8_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+                      int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 0, 128, pack_q8_0, mk_g8);
+}
+static void gemm_q4_k(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+                      int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_g8m);
+}
+static void gemm_q6_k(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+                      int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_g4);
+}
+
+/* f32 micro-kernel: kn packed k-steps (16 row values each) against T tokens of the packed
+ * activations ([k][GTF] floats). */
+AI void mk_f32(const float *pk, int64_t kn, const int T, const float *xp, float *y, int64_t n_out, __mmask16 mask,
+               int accumulate) {
+    __m512 acc[GTF];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)
+        acc[t] = accumulate ? _mm512_maskz_loadu_ps(mask, y + t * n_out) : _mm512_setzero_ps();
+    for (int64_t k = 0; k < kn; k++, pk += 16, xp += GTF) {
+        const __m512 wv = _mm512_load_ps(pk);
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xp[t]), acc[t]);
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * n_out, mask, acc[t]);
+}
+
+static void mk_f32_any(const float *pk, int64_t kn, int T, const float *xp, float *y, int64_t n_out, __mmask16 mask,
+                       int acc) {
+    switch (T) {
+#define C_(n) case n: mk_f32(pk, kn, n, xp, y, n_out, mask, acc); break;
+    C_(1) C_(2) C_(3) C_(4) C_(5) C_(6) C_(7) C_(8) C_(9) C_(10) C_(11) C_(12) C_(13) C_(14) C_(15)
+#undef C_
+    default: mk_f32(pk, kn, 16, xp, y, n_out, mask, acc); break;
+    }
+}
+
+/* F16 (kind 1) / BF16 (kind 2) weights against f32 activations. */
+AI void gemm_h_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+                      const float *x, int64_t n_tok, float *y, const int kind) {
+    float *pk = gscratch(0, sizeof(float) * 16 * KCF);
+    const int64_t ntg = (n_tok + GTF - 1) / GTF;
+    float *xp = gscratch(1, sizeof(float) * (size_t)(ntg * GTF * n_in));
+    for (int64_t tg = 0; tg < ntg; tg++)
+        for (int64_t j = 0; j < GTF; j++) {
+            const int64_t t = tg * GTF + j;
+            float *d = xp + tg * GTF * n_in + j;
+            if (t < n_tok)
+                for (int64_t k = 0; k < n_in; k++) d[k * GTF] = x[t * n_in + k];
+            else
+                for (int64_t k = 0; k < n_in; k++) d[k * GTF] = 0.0f;
+        }
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = (int)RF_MIN(16, r1 - r);
+        int32_t ridx[16];
+        for (int i = 0; i < 16; i++) ridx[i] = (int32_t)((uint64_t)RF_MIN(i, nr - 1) * rb);
+        const __m512i vidx = _mm512_loadu_si512((const void *)ridx);
+        const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+        const uint8_t *wr = w + (uint64_t)r * rb;
+        for (int64_t k0 = 0; k0 < n_in; k0 += KCF) {
+            const int64_t kn = RF_MIN(KCF, n_in - k0);
+            int64_t k = 0;
+            for (; k + 1 < kn; k += 2) {
+                const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(wr + 2 * (k0 + k)), 1);
+                __m512 lo, hi;
+                if (kind == 1) {
+                    lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+                    hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+                } else {
+                    lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+                    hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+                }
+                _mm512_store_ps(pk + 16 * k, lo);
+                _mm512_store_ps(pk + 16 * (k + 1), hi);
+            }
+            if (k < kn) { /* odd tail: one element per row */
+                for (int i = 0; i < 16; i++) {
+                    uint16_t h;
+                    memcpy(&h, wr + ridx[i] + 2 * (k0 + k), 2);
+                    if (kind == 1) pk[16 * k + i] = _cvtsh_ss(h);
+                    else {
+                        const uint32_t u = (uint32_t)h << 16;
+                        memcpy(pk + 16 * k + i, &u, 4);
+                    }
+                }
+            }
+            for (int64_t tg = 0; tg < ntg; tg++)
+                mk_f32_any(pk, kn, (int)RF_MIN(GTF, n_tok - tg * GTF), xp + (tg * n_in + k0) * GTF,
+                           y + tg * GTF * n_out + r, n_out, mask, k0 > 0);
+        }
+    }
+}
+
+static void gemm_f16(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+                     const float *x, int64_t n_tok, float *y) {
+    gemm_h_common(w, rb, r0, r1, n_out, n_in, x, n_tok, y, 1);
+}
+static void gemm_bf16(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+                      const float *x, int64_t n_tok, float *y) {
+    gemm_h_common(w, rb, r0, r1, n_out, n_in, x, n_tok, y, 2);
+}
 
 void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vnni")) fill_kernels(k);
+    /* the f32 GEMM needs only AVX-512F (no VNNI instruction is generated for it) */
+    k->gemm_f32[RF_TYPE_F16] = gemm_f16;
+    k->gemm_f32[RF_TYPE_BF16] = gemm_bf16;
+    if (!__builtin_cpu_supports("avx512vnni")) return;
+    fill_kernels(k);
+    k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
+    k->gemm_q8[RF_TYPE_Q8_0] = gemm_q8_0;
+    k->gemm_q8[RF_TYPE_Q4_K] = gemm_q4_k;
+    k->gemm_q8[RF_TYPE_Q6_K] = gemm_q6_k;
 }

@@ -27,7 +27,17 @@ typedef void (*rf_dot_q8_fn)(const uint8_t *w, const rf_xq8 *x, int64_t t0, int 
 /* Same for f32 activations (x rows of n_in floats, token j at x + j*n_in). */
 typedef void (*rf_dot_f32_fn)(const uint8_t *w, int64_t n_in, const float *x, int nt, float *out);
 
+/* Many-token tiled GEMM: y[t*n_out + o] for o in [r0, r1) and every t < n_tok. The kernel packs
+ * 16-row tiles of W into a layout where one SIMD lane is one row and reuses each tile for every
+ * token. r0 is a multiple of 16 (except possibly at r1 == n_out). */
+typedef void (*rf_gemm_q8_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_out,
+                              const rf_xq8 *x, int64_t n_tok, float *y);
+typedef void (*rf_gemm_f32_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_out,
+                               int64_t n_in, const float *x, int64_t n_tok, float *y);
+
 typedef struct {
+    rf_gemm_q8_fn gemm_q8[RF_TYPE_COUNT];   /* NULL where absent */
+    rf_gemm_f32_fn gemm_f32[RF_TYPE_COUNT]; /* NULL where absent */
     rf_dot_q8_fn q8[RF_TYPE_COUNT];   /* int8-activation kernels, NULL where absent */
     rf_dot_f32_fn f32[RF_TYPE_COUNT]; /* f32-activation kernels (F32/F16/BF16), NULL where absent */
     /* sum_i a[i]*b[i] in f32 (used by the generic decode-then-dot path). */
