@@ -60,7 +60,6 @@ static void fill(uint32_t type, int64_t n_out, int64_t n_in, uint8_t *buf) {
 
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 30;
-    const int full = argc > 2 ? atoi(argv[2]) : 1; /* 0: auto wpr and wpr 1, 2 only */
     if (rf_gpu_mm_device_count() <= 0) {
         printf("no GPU device\n");
         return 0;
@@ -104,21 +103,14 @@ int main(int argc, char **argv) {
                 rf_gpu_mm_upload(dw[c], hw, bytes);
             }
             for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-                for (int wpr = 0; wpr <= (ns[k] == 1 ? 4 : 0); wpr = wpr ? 2 * wpr : 1) {
-                    if (wpr == 4 && !full) break;
-                    rf_gpu_mm_set_wpr(ctx, wpr);
-                    const double ms =
-                        rf_gpu_mm_time(ctx, type, (const void *const *)dw, copies, n_out, n_in, dx, ns[k], dy, iters);
-                    if (ms < 0) {
-                        printf("%-8s %5lldx%-6lld %4d failed: %s\n", rf_type_name(type), (long long)n_out,
-                               (long long)n_in, ns[k], rf_last_error());
-                        continue;
-                    }
-                    printf("%-8s %5lldx%-6lld %4d %10.2f %10.1f  wpr=%d%s\n", rf_type_name(type), (long long)n_out,
-                           (long long)n_in, ns[k], ms * 1e3, (double)bytes / (ms * 1e-3) / 1e9, wpr,
-                           wpr ? "" : " (auto)");
+                const double ms = rf_gpu_mm_time(ctx, type, (const void *const *)dw, copies, n_out, n_in, dx, ns[k], dy, iters);
+                if (ms < 0) {
+                    printf("%-8s %5lldx%-6lld %4d failed: %s\n", rf_type_name(type), (long long)n_out, (long long)n_in, ns[k],
+                           rf_last_error());
+                    continue;
                 }
-                rf_gpu_mm_set_wpr(ctx, 0);
+                printf("%-8s %5lldx%-6lld %4d %10.2f %10.1f\n", rf_type_name(type), (long long)n_out, (long long)n_in, ns[k],
+                       ms * 1e3, (double)bytes / (ms * 1e-3) / 1e9);
             }
             if (s < 2 && t < 4) {
                 for (int tiled = 0; tiled <= 1; tiled++) {

@@ -166,12 +166,10 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
             const int n = NS[ni];
             if (xoff && n != 2 && n != 33) continue; /* misaligned x: one matvec and one GEMM case */
             const int gemm = n > RF_GPU_MATVEC_MAX_N;
-            static const int WPR[] = {0, 1, 2, 4};
-            /* GEMM: path 0 = default, 1 = tiled; matvec n = 1, 7: every warps-per-row setting */
-            const int npath = gemm ? 1 + env->has_cublas : (n == 1 || n == 7) ? 4 : 1;
+            /* GEMM: path 0 = default, 1 = tiled */
+            const int npath = gemm ? 1 + env->has_cublas : 1;
             for (int path = 0; path < npath; path++) {
-                rf_gpu_mm_force_tiled(env->ctx, gemm && path);
-                rf_gpu_mm_set_wpr(env->ctx, gemm ? 0 : WPR[path]);
+                rf_gpu_mm_force_tiled(env->ctx, path);
                 const int f16 = gemm && env->has_cublas && !path && type != RF_TYPE_F32;
                 const double tol = f16 ? 2e-3 : 1e-4;
                 for (int use_bias = 0; use_bias <= 1; use_bias++) {
@@ -195,15 +193,14 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
                             worst_i = i;
                         }
                     }
-                    CHECK(worst <= 1.0, "%s %lldx%lld n=%d bias=%d xoff=%d path=%s wpr=%d: worst error %.3g x tolerance "
+                    CHECK(worst <= 1.0, "%s %lldx%lld n=%d bias=%d xoff=%d path=%s: worst error %.3g x tolerance "
                           "at %lld (got %g want %g)",
                           rf_type_name(type), (long long)n_out, (long long)n_in, n, use_bias, xoff,
-                          gemm ? rf_gpu_mm_gemm_path(env->ctx) : "matvec", gemm ? 0 : WPR[path], worst, (long long)worst_i,
+                          gemm ? rf_gpu_mm_gemm_path(env->ctx) : "matvec", worst, (long long)worst_i,
                           worst_i >= 0 ? y[worst_i] : 0.0, worst_i >= 0 ? ref[worst_i] : 0.0);
                 }
             }
             rf_gpu_mm_force_tiled(env->ctx, 0);
-            rf_gpu_mm_set_wpr(env->ctx, 0);
         }
     }
 

@@ -492,13 +492,20 @@ MM_UNROLL
 #define MV_LAUNCH_BOUNDS(NC) __launch_bounds__(MV_THREADS, (NC) <= 2 ? 8 : 4)
 #endif
 
-/* Dot of a decoded chunk w[E] with x[0..E). xv: x is 16-byte aligned (E % 4 == 0 required). */
-template <int E> __device__ __forceinline__ float chunk_dot(const float *w, const float *x, int xv) {
+#define MV_KT 1024 /* x elements staged in shared memory per tile (a multiple of every E) */
+
+/* Shared-memory position of x element e of a tile: float4 groups are XOR-swizzled with bits 5..7
+ * of e, so that lanes reading the same float4 of consecutive 8- or 32-element chunks hit
+ * different banks, while consecutive float4s (staging stores, 4-element chunks) stay distinct. */
+__device__ __forceinline__ int xs_pos(int e) { return (((e >> 2) ^ ((e >> 5) & 7)) << 2) | (e & 3); }
+
+/* Dot of a decoded chunk w[E] with the staged x elements e0 .. e0+E-1 (e0 a multiple of E). */
+template <int E> __device__ __forceinline__ float chunk_dot_s(const float *w, const float *xs, int e0) {
     float s = 0.0f;
-    if ((E % 4) == 0 && xv) {
+    if ((E % 4) == 0) {
 MM_UNROLL
         for (int i = 0; i < E; i += 4) {
-            const float4 v = *(const float4 *)(x + i);
+            const float4 v = *(const float4 *)(xs + xs_pos(e0 + i));
             s += w[i] * v.x;
             s += w[i + 1] * v.y;
             s += w[i + 2] * v.z;
@@ -506,59 +513,73 @@ MM_UNROLL
         }
     } else {
 MM_UNROLL
-        for (int i = 0; i < E; i++) s += w[i] * x[i];
+        for (int i = 0; i < E; i++) s += w[i] * xs[xs_pos(e0 + i)];
     }
     return s;
 }
 
 /* k_matvec: y[c][row] = sum_e W[row][e] * x[c][e] (+ bias[row]) for c < ncols <= NC.
- * Shapes: W has n_out rows of row_bytes bytes (nchunks chunks of D::E elements; n_in =
- * nchunks * E); x: ncols rows of n_in floats (row c at x + c*n_in); y: ncols rows of n_out.
- * Launch: blockDim.x = MV_THREADS; wpr (1, 2 or 4, with wpr * warpSize dividing MV_THREADS)
- * warps per row, gridDim.x = ceil(n_out / (MV_THREADS / (wpr * warpSize))). Alignment: W base to
- * D::A bytes; x to 16 bytes if xv. The row's threads stride over chunks (adjacent threads read
- * adjacent chunks: coalesced), accumulate in f32, reduce with xor-shuffles from warpSize/2 down,
- * then across the row's warps through shared memory. NaN/inf propagate as IEEE arithmetic. */
+ * Shapes: W has n_out rows of row_bytes bytes (n_in / D::E chunks of D::E elements); x: ncols
+ * rows of n_in floats (row c at x + c*n_in); y: ncols rows of n_out.
+ * Launch: blockDim.x = MV_THREADS (a multiple of warpSize), one warp per row, gridDim.x =
+ * ceil(n_out / (MV_THREADS / warpSize)). Alignment: W base to D::A bytes; x to 16 bytes and
+ * n_in % 4 == 0 if xv (else scalar x loads).
+ * The block's rows share x: it is staged tile by tile (MV_KT elements per column) in shared
+ * memory with coalesced loads; each lane decodes whole chunks (the first one's loads are issued
+ * before the staging) and reads its x from shared memory without bank conflicts (xs_pos).
+ * f32 accumulation, xor-shuffle reduction from warpSize/2 down. NaN/inf propagate as IEEE
+ * arithmetic (no padding values are ever multiplied). */
 template <class D, int NC>
 __global__ void MV_LAUNCH_BOUNDS(NC)
-    k_matvec(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int nchunks, int64_t n_in,
-             const float *__restrict__ x, int ncols, int xv, int wpr, const float *__restrict__ bias,
-             float *__restrict__ y) {
-    __shared__ float red[MV_THREADS / 32][NC]; /* per warp partial sums (wpr > 1) */
-    const int ws = warpSize, tpr = ws * wpr;
-    const int lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws, t = (int)threadIdx.x % tpr;
-    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
-    const bool valid = row < n_out; /* uniform per row group */
+    k_matvec(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int64_t n_in, const float *__restrict__ x,
+             int ncols, int xv, const float *__restrict__ bias, float *__restrict__ y) {
+    __shared__ __align__(16) float xs[NC * MV_KT];
+    const int ws = warpSize;
+    const int lane = (int)threadIdx.x % ws;
+    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / ws) + threadIdx.x / ws;
+    const bool valid = row < n_out; /* uniform per warp */
+    const uint8_t *wr = W + (valid ? row : 0) * row_bytes;
     float acc[NC];
 MM_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    if (valid) {
-        const uint8_t *wr = W + row * row_bytes;
-        for (int k = t; k < nchunks; k += tpr) {
-            float w[D::E];
-            D::dec(wr + (int64_t)(k / D::C) * D::BB, k % D::C, w);
-            const float *xk = x + (int64_t)k * D::E;
+    for (int64_t k0 = 0; k0 < n_in; k0 += MV_KT) {
+        const int kt = (int)(n_in - k0 < MV_KT ? n_in - k0 : MV_KT); /* a multiple of E */
+        const int tchunks = kt / D::E;
+        const int c0 = (int)(k0 / D::E);
+        float w[D::E];
+        const bool have = valid && lane < tchunks;
+        if (have) D::dec(wr + (int64_t)((c0 + lane) / D::C) * D::BB, (c0 + lane) % D::C, w);
+        if (xv) {
+            const int q = kt >> 2;
+            for (int i = (int)threadIdx.x; i < ncols * q; i += (int)blockDim.x) {
+                const int c = i / q, f = i - c * q;
+                const float4 v = *(const float4 *)(x + (int64_t)c * n_in + k0 + 4 * f);
+                *(float4 *)(xs + c * MV_KT + xs_pos(4 * f)) = v;
+            }
+        } else {
+            for (int i = (int)threadIdx.x; i < ncols * kt; i += (int)blockDim.x) {
+                const int c = i / kt, e = i - c * kt;
+                xs[c * MV_KT + xs_pos(e)] = x[(int64_t)c * n_in + k0 + e];
+            }
+        }
+        __syncthreads();
+        if (have) {
 MM_UNROLL
             for (int c = 0; c < NC; c++)
-                if (c < ncols) acc[c] += chunk_dot<D::E>(w, xk + (int64_t)c * n_in, xv);
+                if (c < ncols) acc[c] += chunk_dot_s<D::E>(w, xs + c * MV_KT, lane * D::E);
+            for (int kk = lane + ws; kk < tchunks; kk += ws) {
+                D::dec(wr + (int64_t)((c0 + kk) / D::C) * D::BB, (c0 + kk) % D::C, w);
+MM_UNROLL
+                for (int c = 0; c < NC; c++)
+                    if (c < ncols) acc[c] += chunk_dot_s<D::E>(w, xs + c * MV_KT, kk * D::E);
+            }
         }
+        __syncthreads();
     }
 MM_UNROLL
     for (int c = 0; c < NC; c++)
         for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
-    if (wpr > 1) { /* uniform per launch */
-        if (lane == 0) {
-MM_UNROLL
-            for (int c = 0; c < NC; c++) red[warp][c] = acc[c];
-        }
-        __syncthreads();
-        if (t == 0) {
-MM_UNROLL
-            for (int c = 0; c < NC; c++)
-                for (int i = 1; i < wpr; i++) acc[c] += red[warp + i][c];
-        }
-    }
-    if (t == 0 && valid) {
+    if (lane == 0 && valid) {
         const float bv = bias ? bias[row] : 0.0f;
 MM_UNROLL
         for (int c = 0; c < NC; c++)
@@ -728,8 +749,6 @@ struct rf_gpu_matmul_ctx {
     mmStream_t stream;
     int warp_size;
     int force_tiled;
-    int wpr;          /* matvec warps per row; 0 = automatic */
-    int target_warps; /* matvec: warps that fill the device (2 waves' worth) */
 #ifndef MM_HIP
     mm_cublas_api cublas;
     cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
@@ -769,13 +788,6 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     }
     ctx->stream = (mmStream_t)stream;
     ctx->warp_size = ws;
-    int sms = 0;
-#ifdef MM_HIP
-    (void)hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, dev);
-#else
-    (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-#endif
-    ctx->target_warps = (sms > 0 ? sms : 64) * 64;
 #ifndef MM_HIP
     if (!getenv("RF_NO_CUBLAS") && mm_cublas_load(&ctx->cublas) == 0) {
         if (ctx->cublas.create(&ctx->handle) != CUBLAS_STATUS_SUCCESS) {
@@ -806,16 +818,11 @@ extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
 template <class D, int NC>
 static void launch_matvec(rf_gpu_matmul_ctx *ctx, const uint8_t *w, int64_t row_bytes, int64_t n_out, int nchunks,
                           int64_t n_in, const float *x, int ncols, int xv, const float *bias, float *y) {
-    int wpr = ctx->wpr;
-    if (wpr <= 0) { /* auto: enough warps to fill the chip, at least ~2 chunks per thread */
-        wpr = 1;
-        while (wpr < 4 && n_out * wpr < ctx->target_warps && nchunks >= 4 * wpr * ctx->warp_size) wpr *= 2;
-    }
-    while (wpr > 1 && wpr * ctx->warp_size > MV_THREADS) wpr /= 2;
-    const int rows_per_block = MV_THREADS / (ctx->warp_size * wpr);
+    const int rows_per_block = MV_THREADS / ctx->warp_size;
     const int64_t blocks = (n_out + rows_per_block - 1) / rows_per_block;
-    k_matvec<D, NC><<<dim3((unsigned)blocks), dim3(MV_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x,
-                                                                                 ncols, xv, wpr, bias, y);
+    (void)nchunks;
+    k_matvec<D, NC><<<dim3((unsigned)blocks), dim3(MV_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, n_in, x, ncols, xv,
+                                                                                 bias, y);
 }
 
 #ifndef MM_HIP
@@ -1060,8 +1067,6 @@ extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
 }
 
 extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
-
-extern "C" void rf_gpu_mm_set_wpr(rf_gpu_matmul_ctx *ctx, int wpr) { ctx->wpr = wpr; }
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
 #ifndef MM_HIP

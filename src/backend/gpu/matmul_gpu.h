@@ -72,8 +72,6 @@ int rf_gpu_mm_fill(void *dst_dev, int byte, size_t bytes);
 int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx);
 /* GEMM path selection for tests: 0 = default (cuBLAS where available), 1 = the tiled kernel. */
 void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on);
-/* Matvec warps per output row for tests and tuning: 1, 2 or 4; 0 = automatic (default). */
-void rf_gpu_mm_set_wpr(rf_gpu_matmul_ctx *ctx, int wpr);
 /* Name of the GEMM path the context uses by default ("cublas" or "tiled"). */
 const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx);
 /* Times rf_gpu_matmul (no bias): each of `iters` samples is one device-event interval around
