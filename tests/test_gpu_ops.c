@@ -469,7 +469,7 @@ static void test_sampler(void) {
             {0.8f, 40, 0.95f, 0.05f, 1, 0, 0}, {1.5f, 0, 1.0f, 0, 1, 0, 0},  {1.0f, 1, 1.0f, 0, 1, 0, 0},
             {0.7f, 0, 0.5f, 0, 1, 0, 0},      {1.0f, 0, 1.0f, 0.2f, 1, 0, 0}, {0.9f, 100, 0.9f, 0.02f, 1.2f, 0.3f, 0.4f},
         };
-        const int draws = nv >= 100000 ? 12 : 40;
+        const int draws = quick ? 3 : nv >= 100000 ? 12 : 40;
         for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++) {
             fill(lg, (size_t)nv, -6, 6);
             for (int i = 0; i < RF_MIN(nv, 20); i++) lg[test_randint(0, nv - 1)] += 5; /* a few likely tokens */
