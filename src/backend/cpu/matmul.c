@@ -168,6 +168,17 @@ static int64_t tile_rows(const mm_ctx *c) {
 static void mm_worker(void *ctx_, int ith, int nth) {
     const mm_ctx *c = ctx_;
     int64_t r0, r1;
+    if (c->n_tok == 1) {
+        rf_gemv_q8_fn vq = c->use_q8 ? c->k->gemv_q8[c->type] : NULL;
+        rf_gemv_f32_fn vf = c->use_q8 ? NULL : c->k->gemv_f32[c->type];
+        if (vq || vf) {
+            split_rows(c->n_out, ith, nth, &r0, &r1);
+            if (r0 >= r1) return;
+            if (vq) vq(c->w, c->row_bytes, r0, r1, &c->xq, c->y);
+            else vf(c->w, c->row_bytes, r0, r1, c->n_in, c->x, c->y);
+            return; /* n_tok == 1 with use_q8: the token is finite (else use_q8 was cleared) */
+        }
+    }
     if (c->n_tok >= GEMM_MIN_TOK) {
         rf_gemm_q8_fn gq = c->use_q8 ? c->k->gemm_q8[c->type] : NULL;
         rf_gemm_f32_fn gf = c->use_q8 ? NULL : c->k->gemm_f32[c->type];

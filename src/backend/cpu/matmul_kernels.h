@@ -35,7 +35,15 @@ typedef void (*rf_gemm_q8_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, 
 typedef void (*rf_gemm_f32_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_out,
                                int64_t n_in, const float *x, int64_t n_tok, float *y);
 
+/* One token (n_tok == 1): y[o] = row o . x for o in [r0, r1). */
+typedef void (*rf_gemv_q8_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, const rf_xq8 *x,
+                              float *y);
+typedef void (*rf_gemv_f32_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_in,
+                               const float *x, float *y);
+
 typedef struct {
+    rf_gemv_q8_fn gemv_q8[RF_TYPE_COUNT];   /* NULL where absent */
+    rf_gemv_f32_fn gemv_f32[RF_TYPE_COUNT]; /* NULL where absent */
     rf_gemm_q8_fn gemm_q8[RF_TYPE_COUNT];   /* NULL where absent */
     rf_gemm_f32_fn gemm_f32[RF_TYPE_COUNT]; /* NULL where absent */
     rf_dot_q8_fn q8[RF_TYPE_COUNT];   /* int8-activation kernels, NULL where absent */
