@@ -37,16 +37,15 @@ bench|bench7b)
     V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf
     M=/tmp/rfm; mkdir -p $M
     if [ $stage = bench ]; then
-        shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"; tag=1b; types="f16 q8_0 q4_0 q4_k_m"
+        shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"; tag=1b; types="${TYPES:-f16 q8_0 q4_0 q4_k_m}"
     else
-        shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; tag=7b; types="f16 q8_0 q4_0 q4_k_m"
+        shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; tag=7b; types="${TYPES7:-f16 q8_0 q4_0 q4_k_m}"
     fi
     for t in $types; do
         f=$M/$tag-$t.gguf
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         log "bench $tag $t ($(stat -c %s $f) bytes)"
         $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -2 | tee -a "$OUT/summary.txt"
-        rm -f $f.keep
     done
     ;;
 esac
