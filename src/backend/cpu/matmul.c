@@ -120,6 +120,8 @@ typedef struct {
     float *dbuf, *dsbuf;
     int16_t *sbuf;
     uint8_t *badbuf;
+    rf_rowq rq;             /* row chunks for the gemv / gemm kernels */
+    int path;               /* 0 per-row kernels, 1 gemv, 2 gemm */
 } mm_ctx;
 
 /* Rows [r0, r1) of thread ith among nth: contiguous, balanced, multiples of 4 where possible so
@@ -165,34 +167,26 @@ static int64_t tile_rows(const mm_ctx *c) {
  * per-row kernels: below this, packing a tile costs more than it saves. */
 #define GEMM_MIN_TOK 6
 
+/* Tokens flagged bad after a gemm pass: their rows are redone with the generic f32 path. */
+static void bad_worker(void *ctx_, int ith, int nth) {
+    const mm_ctx *c = ctx_;
+    int64_t r0, r1;
+    split_rows(c->n_out, ith, nth, &r0, &r1);
+    if (r0 < r1) rows_generic(c, r0, r1, 1);
+}
+
 static void mm_worker(void *ctx_, int ith, int nth) {
     const mm_ctx *c = ctx_;
     int64_t r0, r1;
-    if (c->n_tok == 1) {
-        rf_gemv_q8_fn vq = c->use_q8 ? c->k->gemv_q8[c->type] : NULL;
-        rf_gemv_f32_fn vf = c->use_q8 ? NULL : c->k->gemv_f32[c->type];
-        if (vq || vf) {
-            split_rows(c->n_out, ith, nth, &r0, &r1);
-            if (r0 >= r1) return;
-            if (vq) vq(c->w, c->row_bytes, r0, r1, &c->xq, c->y);
-            else vf(c->w, c->row_bytes, r0, r1, c->n_in, c->x, c->y);
-            return; /* n_tok == 1 with use_q8: the token is finite (else use_q8 was cleared) */
-        }
+    if (c->path == 1) {
+        if (c->use_q8) c->k->gemv_q8[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, &c->xq, c->y);
+        else c->k->gemv_f32[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, c->n_in, c->x, c->y);
+        return;
     }
-    if (c->n_tok >= GEMM_MIN_TOK) {
-        rf_gemm_q8_fn gq = c->use_q8 ? c->k->gemm_q8[c->type] : NULL;
-        rf_gemm_f32_fn gf = c->use_q8 ? NULL : c->k->gemm_f32[c->type];
-        if (gq || gf) {
-            /* whole 16-row tiles per thread */
-            const int64_t units = (c->n_out + 15) / 16;
-            r0 = RF_MIN(c->n_out, units * ith / nth * 16);
-            r1 = RF_MIN(c->n_out, units * (ith + 1) / nth * 16);
-            if (r0 >= r1) return;
-            if (gq) gq(c->w, c->row_bytes, r0, r1, c->n_out, &c->xq, c->n_tok, c->y);
-            else gf(c->w, c->row_bytes, r0, r1, c->n_out, c->n_in, c->x, c->n_tok, c->y);
-            if (gq && c->n_bad) rows_generic(c, r0, r1, 1);
-            return;
-        }
+    if (c->path == 2) {
+        if (c->use_q8) c->k->gemm_q8[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, c->n_out, &c->xq, c->n_tok, c->y);
+        else c->k->gemm_f32[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, c->n_out, c->n_in, c->x, c->n_tok, c->y);
+        return;
     }
     split_rows(c->n_out, ith, nth, &r0, &r1);
     if (r0 >= r1) return;
@@ -275,6 +269,20 @@ void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int6
         if (c.n_bad == n_tok) c.use_q8 = 0; /* all rows non-finite: plain f32 path */
     }
     if (!c.use_q8 && isa == RF_ISA_SCALAR) c.k = kernels_for(RF_ISA_SCALAR);
-    if (tp && rf_threadpool_size(tp) > 1 && n_out > 1) rf_threadpool_run(tp, mm_worker, &c);
+    /* gemv (one token) / gemm (many) kernels take rows in chunks from a shared counter: a few
+     * chunks per thread, multiples of 16 rows (gemm tiles; y cache lines not shared). */
+    const int nth = tp ? rf_threadpool_size(tp) : 1;
+    if (n_tok == 1 && (c.use_q8 ? c.k->gemv_q8[type] != NULL : c.k->gemv_f32[type] != NULL)) c.path = 1;
+    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL : c.k->gemm_f32[type] != NULL)) c.path = 2;
+    if (c.path) {
+        int64_t chunk = n_out / ((int64_t)nth * (c.path == 1 ? 4 : 8));
+        chunk = RF_MAX(16, (chunk + 15) / 16 * 16);
+        c.rq = (rf_rowq){0, n_out, chunk};
+    }
+    if (nth > 1 && n_out > 1) rf_threadpool_run(tp, mm_worker, &c);
     else mm_worker(&c, 0, 1);
+    if (c.path == 2 && c.use_q8 && c.n_bad) {
+        if (nth > 1 && n_out > 1) rf_threadpool_run(tp, bad_worker, &c);
+        else bad_worker(&c, 0, 1);
+    }
 }

@@ -201,7 +201,7 @@ static void prefetch_rows(const uint8_t *w, uint64_t rb, int nr, uint64_t off, u
 typedef void (*pack_fn)(const uint8_t *, const int32_t *, __m512i, int64_t, int64_t, uint8_t *);
 
 /* Shared driver. G: groups of 4 per block (BS = 4G), zp: zero point, has_m: per-block mins. */
-static void gemm_q8_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                            int64_t n_tok, float *y, const int G, const int has_m, const int zp, pack_fn pack,
                            mk_q8_fn mk) {
     const int BS = 4 * G;
@@ -231,6 +231,8 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1
     }
     const int64_t kcb = KCQ / BS; /* blocks per chunk */
     uint8_t *pk = gscratch(0, (size_t)(kcb * rec));
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = (int)RF_MIN(16, r1 - r);
         int32_t ridx[16];
@@ -255,21 +257,21 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1
     }
 }
 
-static void gemm_q4_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+static void gemm_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 0, 8, pack_q4_0, mk_g8);
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 8, pack_q4_0, mk_g8);
 }
-static void gemm_q8_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 0, 128, pack_q8_0, mk_g8);
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 128, pack_q8_0, mk_g8);
 }
-static void gemm_q4_k(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+static void gemm_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_g8m);
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_g8m);
 }
-static void gemm_q6_k(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, const rf_xq8 *x,
+static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, r0, r1, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_g4);
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_g4);
 }
 
 /* f32 micro-kernel: kn packed k-steps (16 row values each) against T tokens of the packed
@@ -297,7 +299,7 @@ static void mk_f32_any(const float *pk, int64_t kn, int T, const float *xp, floa
 }
 
 /* F16 (kind 1) / BF16 (kind 2) weights against f32 activations. */
-AI void gemm_h_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                       const float *x, int64_t n_tok, float *y, const int kind) {
     float *pk = gscratch(0, sizeof(float) * 16 * KCF);
     const int64_t ntg = (n_tok + GTF - 1) / GTF;
@@ -311,6 +313,8 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int
             else
                 for (int64_t k = 0; k < n_in; k++) d[k * GTF] = 0.0f;
         }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = (int)RF_MIN(16, r1 - r);
         int32_t ridx[16];
@@ -352,13 +356,13 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int
     }
 }
 
-static void gemm_f16(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+static void gemm_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                      const float *x, int64_t n_tok, float *y) {
-    gemm_h_common(w, rb, r0, r1, n_out, n_in, x, n_tok, y, 1);
+    gemm_h_common(w, rb, rq, n_out, n_in, x, n_tok, y, 1);
 }
-static void gemm_bf16(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_out, int64_t n_in,
+static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                       const float *x, int64_t n_tok, float *y) {
-    gemm_h_common(w, rb, r0, r1, n_out, n_in, x, n_tok, y, 2);
+    gemm_h_common(w, rb, rq, n_out, n_in, x, n_tok, y, 2);
 }
 
 /* ---- Matrix-vector (one token, AVX-512 + VNNI) -------------------------------------------
@@ -424,7 +428,7 @@ AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) out[r] = hsum16(acc[r]);
 }
 
-static void gemv_q4_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, const rf_xq8 *x, float *y) {
+static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nb = x->n_in / 32, ng = nb / 4;
     uint8_t *xr = gscratch(1, (size_t)(ng * 256) + 64);
     for (int64_t g = 0; g < ng; g++) {
@@ -439,10 +443,12 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, con
             }
         }
     }
-    int64_t r = r0;
-    for (; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r);
-    if (ng * 4 < nb)
-        for (r = r0; r < r1; r++) y[r] += gemv_tail(RF_TYPE_Q4_0, w + (uint64_t)r * rb, 18, ng * 4, nb, x);
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1)) {
+        for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r);
+        if (ng * 4 < nb)
+            for (int64_t r = r0; r < r1; r++) y[r] += gemv_tail(RF_TYPE_Q4_0, w + (uint64_t)r * rb, 18, ng * 4, nb, x);
+    }
 }
 
 /* Q8_0: groups of 2 blocks (68 bytes); codes made unsigned (xor 0x80, zero point 128). The
@@ -478,7 +484,7 @@ AI void gemv_q8_0_rows(const uint8_t *w, uint64_t rb, const int R, const int8_t 
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) out[r] = hsum16(acc[r]);
 }
 
-static void gemv_q8_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, const rf_xq8 *x, float *y) {
+static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nb = x->n_in / 32, ng = nb / 2;
     uint8_t *xr = gscratch(1, (size_t)(ng * 128) + 64);
     for (int64_t g = 0; g < ng; g++) {
@@ -489,10 +495,145 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, con
             ((int32_t *)(o + 64))[j] = (j % 8) ? 0 : -128 * ((int32_t)x->s16[2 * b] + x->s16[2 * b + 1]);
         }
     }
-    int64_t r = r0;
-    for (; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r);
-    if (ng * 2 < nb)
-        for (r = r0; r < r1; r++) y[r] += gemv_tail(RF_TYPE_Q8_0, w + (uint64_t)r * rb, 34, ng * 2, nb, x);
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1)) {
+        for (int64_t r = r0; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r);
+        if (ng * 2 < nb)
+            for (int64_t r = r0; r < r1; r++) y[r] += gemv_tail(RF_TYPE_Q8_0, w + (uint64_t)r * rb, 34, ng * 2, nb, x);
+    }
+}
+
+/* Q4_K: one superblock (144 bytes) per step. The 128 quant bytes are two registers; the low
+ * nibbles of register p hold sub-blocks 4p and 4p+2, the high nibbles 4p+1 and 4p+3, so the
+ * activations are regrouped per superblock to that order (record: 256 codes, 4 x 16 dx in the
+ * same order, 8 d*sum per sub-block for the mins; 576 bytes). The 6-bit scales and mins are
+ * unpacked with 32-bit masks and spread over the lanes with vpermps. */
+AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i ip[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+                           _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+    __m512 acc = _mm512_setzero_ps();
+    __m256 macc = _mm256_setzero_ps();
+    for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576) {
+        const float d = f16v(w), dmin = f16v(w + 2);
+        uint32_t s0, s1, s2;
+        memcpy(&s0, w + 4, 4);
+        memcpy(&s1, w + 8, 4);
+        memcpy(&s2, w + 12, 4);
+        const uint32_t sclo = s0 & 0x3f3f3f3fu, mnlo = s1 & 0x3f3f3f3fu;
+        const uint32_t schi = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+        const uint32_t mnhi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+        const __m256 scf = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                                               _mm_cvtsi64_si128((long long)(((uint64_t)schi << 32) | sclo)))));
+        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)mnhi << 32) | mnlo))));
+        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), _mm256_load_ps((const float *)(xr + 512)), macc);
+        const __m512 sc16 = _mm512_castps256_ps512(scf);
+        _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(w + 16 + 64 * p));
+            const __m512i ilo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4),
+                                                    _mm512_load_si512((const void *)(xr + 128 * p)));
+            const __m512i ihi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                                    _mm512_load_si512((const void *)(xr + 128 * p + 64)));
+            const __m512 slo = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p)));
+            const __m512 shi = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p + 1], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p + 64)));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), slo, acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), shi, acc);
+        }
+    }
+    *out = hsum16(acc) - hsum8(macc);
+}
+
+static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nsb = x->n_in / 256;
+    uint8_t *xr = gscratch(1, (size_t)(nsb * 576) + 64);
+    static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7}; /* sub-block in each 32-byte slot */
+    for (int64_t S = 0; S < nsb; S++) {
+        uint8_t *o = xr + S * 576;
+        for (int k = 0; k < 8; k++) {
+            const int64_t b = 8 * S + order[k];
+            memcpy(o + 32 * k, x->q + 32 * b, 32);
+            for (int j = 0; j < 8; j++) ((float *)(o + 256))[8 * k + j] = x->d[b];
+            ((float *)(o + 512))[k] = x->dsum[8 * S + k];
+        }
+    }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) gemv_q4_k_row(w + (uint64_t)r * rb, xr, nsb, y + r);
+}
+
+/* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
+ * high-bit pairs come from one 32-byte qh load broadcast to both halves and shifted per half
+ * with vpsllvw/vpsrlvw). Record per superblock: 4 x 16 int32 -32*sum16 (lane 4j: 16-block j of
+ * the register) and 4 x 16 dx; 512 bytes. The int8 scales become 16 floats d*sc spread with
+ * vpermps. */
+AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int64_t nsb, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
+                                         0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL);
+    const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256) {
+        const __m512 scv = _mm512_mul_ps(_mm512_set1_ps(f16v(w + 208)),
+                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))));
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m512i ab = _mm512_loadu_si512((const void *)(w + 64 * h));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));
+            const __m512i g01 = _mm512_or_si512(_mm512_and_si512(ab, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, shl), m30));
+            const __m512i g23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ab, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(hb, shr), m30));
+            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+                const int q = 2 * h + c; /* 64-element chunk */
+                const __m512i ia = _mm512_dpbusd_epi32(_mm512_load_si512((const void *)(xr + 64 * q)), c ? g23 : g01,
+                                                       _mm512_loadu_si512((const void *)(xq + 64 * q)));
+                const __m512i idx = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                                       _mm512_set1_epi32(16 * q)), 2);
+                const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(idx, scv), _mm512_load_ps((const float *)(xr + 256 + 64 * q)));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
+            }
+        }
+    }
+    *out = hsum16(acc);
+}
+
+static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nsb = x->n_in / 256;
+    uint8_t *xr = gscratch(1, (size_t)(nsb * 512) + 64);
+    for (int64_t S = 0; S < nsb; S++) {
+        uint8_t *o = xr + S * 512;
+        for (int q = 0; q < 4; q++)
+            for (int j = 0; j < 16; j++) {
+                const int64_t e = 256 * S + 64 * q + 4 * j; /* first element of the lane */
+                ((int32_t *)(o + 64 * q))[j] = (j % 4) ? 0 : -32 * (int32_t)x->s16[e / 16];
+                ((float *)(o + 256 + 64 * q))[j] = x->d[e / 32];
+            }
+    }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) gemv_q6_k_row(w + (uint64_t)r * rb, x->q, xr, nsb, y + r);
+}
+
+/* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
+static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, const float *x, float *y) {
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *p = w + (uint64_t)r * rb;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n_in; i += 32) {
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
+        }
+        if (i < n_in) { /* masked tail of up to 31 elements */
+            const int64_t n = n_in - i;
+            const __mmask16 k0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+            const __mmask16 k1 = (__mmask16)(n <= 16 ? 0 : (1u << (n - 16)) - 1);
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k0, p + 2 * i)), _mm512_maskz_loadu_ps(k0, x + i), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k1, p + 2 * i + 32)), _mm512_maskz_loadu_ps(k1, x + i + 16), a1);
+        }
+        y[r] = hsum16(_mm512_add_ps(a0, a1));
+    }
 }
 
 void rf_mm_kernels_avx512(rf_mm_kernels *k) {
@@ -500,6 +641,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     /* the f32 GEMM needs only AVX-512F (no VNNI instruction is generated for it) */
     k->gemm_f32[RF_TYPE_F16] = gemm_f16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16;
+    k->gemv_f32[RF_TYPE_F16] = gemv_f16;
     if (!__builtin_cpu_supports("avx512vnni")) return;
     fill_kernels(k);
     k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
@@ -509,4 +651,6 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     if (!__builtin_cpu_supports("avx512vbmi")) return;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
+    k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
+    k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
 }

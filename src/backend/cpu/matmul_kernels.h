@@ -27,18 +27,33 @@ typedef void (*rf_dot_q8_fn)(const uint8_t *w, const rf_xq8 *x, int64_t t0, int 
 /* Same for f32 activations (x rows of n_in floats, token j at x + j*n_in). */
 typedef void (*rf_dot_f32_fn)(const uint8_t *w, int64_t n_in, const float *x, int nt, float *out);
 
-/* Many-token tiled GEMM: y[t*n_out + o] for o in [r0, r1) and every t < n_tok. The kernel packs
- * 16-row tiles of W into a layout where one SIMD lane is one row and reuses each tile for every
- * token. r0 is a multiple of 16 (except possibly at r1 == n_out). */
-typedef void (*rf_gemm_q8_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_out,
+/* Rows handed out in chunks to whichever thread asks next (a thread that the OS deschedules on a
+ * busy machine then simply takes fewer chunks instead of holding everyone up). */
+typedef struct {
+    int64_t next; /* accessed with __atomic builtins */
+    int64_t end, chunk;
+} rf_rowq;
+
+static inline int rf_rowq_take(rf_rowq *q, int64_t *r0, int64_t *r1) {
+    const int64_t a = __atomic_fetch_add(&q->next, q->chunk, __ATOMIC_RELAXED);
+    if (a >= q->end) return 0;
+    *r0 = a;
+    *r1 = a + q->chunk < q->end ? a + q->chunk : q->end;
+    return 1;
+}
+
+/* Many-token tiled GEMM: y[t*n_out + o] for every t < n_tok and the rows taken from `rows`
+ * (chunks are multiples of 16 rows). The kernel packs 16-row tiles of W into a layout where one
+ * SIMD lane is one row and reuses each tile for every token. */
+typedef void (*rf_gemm_q8_fn)(const uint8_t *w, uint64_t row_bytes, rf_rowq *rows, int64_t n_out,
                               const rf_xq8 *x, int64_t n_tok, float *y);
-typedef void (*rf_gemm_f32_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_out,
+typedef void (*rf_gemm_f32_fn)(const uint8_t *w, uint64_t row_bytes, rf_rowq *rows, int64_t n_out,
                                int64_t n_in, const float *x, int64_t n_tok, float *y);
 
-/* One token (n_tok == 1): y[o] = row o . x for o in [r0, r1). */
-typedef void (*rf_gemv_q8_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, const rf_xq8 *x,
+/* One token (n_tok == 1): y[o] = row o . x for the rows taken from `rows`. */
+typedef void (*rf_gemv_q8_fn)(const uint8_t *w, uint64_t row_bytes, rf_rowq *rows, const rf_xq8 *x,
                               float *y);
-typedef void (*rf_gemv_f32_fn)(const uint8_t *w, uint64_t row_bytes, int64_t r0, int64_t r1, int64_t n_in,
+typedef void (*rf_gemv_f32_fn)(const uint8_t *w, uint64_t row_bytes, rf_rowq *rows, int64_t n_in,
                                const float *x, float *y);
 
 typedef struct {
