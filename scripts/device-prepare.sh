@@ -6,4 +6,8 @@ src="${ROCMFORGE_SHARED:-../shared}"
 mkdir -p .dev/shared/vocab
 cp -r "$src/models" "$src/golden" .dev/shared/
 cp "$src/vocab/ggml-vocab-llama-spm.gguf" .dev/shared/vocab/
+# The device image has no PCRE2 headers: carry the header and the static library.
+mkdir -p .dev/pcre2/include .dev/pcre2/lib
+cp /usr/include/pcre2.h .dev/pcre2/include/
+cp /usr/lib/x86_64-linux-gnu/libpcre2-8.a .dev/pcre2/lib/
 du -sh .dev

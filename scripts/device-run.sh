@@ -13,6 +13,7 @@ export ROCMFORGE_SHARED=$PWD/.dev/shared
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 date -u +%FT%TZ > "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/summary.txt"
+export CFLAGS="-I$PWD/.dev/pcre2/include" LDFLAGS="-L$PWD/.dev/pcre2/lib"
 make -j16 > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "warning" "$OUT/build.log" | head -5
 BIN=build/rocmforge
