@@ -24,6 +24,7 @@
 #include "core/util.h"
 #include "gpu_port.h"
 #include "kernels.h"
+#include "profile.h"
 
 #ifdef RF_HAVE_GPU_MATMUL
 #include "matmul_gpu.h"
@@ -55,6 +56,7 @@ typedef struct {
     size_t sample_scratch_bytes;
     int capturing;
     int attn_mode, attn_split;
+    rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
 } gpu_impl;
 
 static gpu_impl *G(rf_backend *be) { return be->impl; }
@@ -70,12 +72,14 @@ static void record(gpu_impl *g, const char *fmt, ...) {
 
 static void check_launch(gpu_impl *g, const char *op, int rc) {
     if (rc) record(g, "GPU kernel %s failed to launch: %s", op, gpuGetErrorString((gpuError_t)rc));
+    if (g->prof && !g->capturing) rf_gpu_profile_mark(g->prof, op);
 }
 
 void rf_gpu_backend_check(rf_backend *be, const char *what, int rc) { check_launch(G(be), what, rc); }
 
 /* Reports the recorded error (if any) and the stream's state. */
 static int report(gpu_impl *g, const char *when) {
+    rf_gpu_profile_flush(g->prof);
     if (!g->err[0]) {
         gpuError_t e = gpuStreamSynchronize(g->stream);
         if (e != gpuSuccess)
@@ -91,6 +95,7 @@ static int report(gpu_impl *g, const char *when) {
 static void gpu_destroy(rf_backend *be) {
     gpu_impl *g = G(be);
     gpuStreamSynchronize(g->stream);
+    rf_gpu_profile_free(g->prof);
 #ifdef RF_HAVE_GPU_MATMUL
     rf_gpu_matmul_free(g->mm);
 #endif
@@ -146,6 +151,7 @@ static void gpu_upload(rf_backend *be, void *dst, const void *src, size_t bytes)
     /* from pageable memory: returns once the source has been staged, so the caller may reuse it */
     gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, g->stream);
     if (e != gpuSuccess) record(g, "upload of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
+    if (g->prof && !g->capturing) rf_gpu_profile_mark(g->prof, "upload (host to device)");
 }
 
 static int gpu_download(rf_backend *be, void *dst, const void *src, size_t bytes) {
@@ -225,6 +231,15 @@ static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias,
     if (rf_gpu_matmul(g->mm, w->type, w->data, w->n_out, w->n_in, x, n, b, y))
         record(g, "matmul %s (%s, %lld x %lld, n=%d): %s", w->name ? w->name : "?", rf_type_name(w->type),
                (long long)w->n_out, (long long)w->n_in, n, rf_last_error());
+    if (g->prof && !g->capturing) {
+        /* "matmul ffn_down q4_K n=1": the weight's role without the layer number */
+        const char *role = w->name ? w->name : "?";
+        if (!strncmp(role, "blk.", 4) && strchr(role + 4, '.')) role = strchr(role + 4, '.') + 1;
+        char nm[64];
+        snprintf(nm, sizeof nm, "matmul %.*s %s n%s", (int)strcspn(role, "."), role, rf_type_name(w->type),
+                 n == 1 ? "=1" : n <= 16 ? "<=16" : ">16");
+        rf_gpu_profile_mark(g->prof, nm);
+    }
 #else
     uint64_t rb = 0;
     const rf_type_info *ti = rf_type_get(w->type);
@@ -456,6 +471,7 @@ rf_backend *rf_gpu_backend_create(int dev) {
         return NULL;
     }
 #endif
+    g->prof = rf_gpu_profile_new(g->stream);
     rf_backend *be = rf_xcalloc(1, sizeof *be);
     be->ops = &gpu_ops;
     be->impl = g;

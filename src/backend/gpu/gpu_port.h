@@ -35,6 +35,11 @@
 #endif
 typedef hipError_t gpuError_t;
 typedef hipStream_t gpuStream_t;
+typedef hipEvent_t gpuEvent_t;
+#define gpuEventCreate hipEventCreate
+#define gpuEventRecord hipEventRecord
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventDestroy hipEventDestroy
 typedef hipGraph_t gpuGraph_t;
 typedef hipGraphExec_t gpuGraphExec_t;
 typedef hipDeviceProp_t gpuDeviceProp;
@@ -76,6 +81,11 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #endif
 typedef cudaError_t gpuError_t;
 typedef cudaStream_t gpuStream_t;
+typedef cudaEvent_t gpuEvent_t;
+#define gpuEventCreate cudaEventCreate
+#define gpuEventRecord cudaEventRecord
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventDestroy cudaEventDestroy
 typedef cudaGraph_t gpuGraph_t;
 typedef cudaGraphExec_t gpuGraphExec_t;
 typedef struct cudaDeviceProp gpuDeviceProp;
