@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "tokenizer/heap.h"
 #include "tokenizer/tk_internal.h"
 
 typedef struct {
@@ -25,44 +26,11 @@ typedef struct {
     size_t ln, rn; /* symbol lengths when queued: the pair is stale once either changed */
 } bigram;
 
-static bool before(const bigram *a, const bigram *b) {
+static bool before(const void *pa, const void *pb) {
+    const bigram *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
-
-static void heap_push(heap *h, bigram b) {
-    if (h->n == h->cap) {
-        h->cap = h->cap ? h->cap * 2 : 64;
-        h->v = rf_xrealloc(h->v, h->cap * sizeof *h->v);
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-}
-
-static bigram heap_pop(heap *h) {
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c])) c++;
-        if (!before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
 
 int32_t tk_bpe_rank(const rf_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn,
                     char **scratch, size_t *scratch_cap) {
@@ -82,7 +50,7 @@ typedef struct {
     const rf_tokenizer *t;
     const char *w;
     sym *s;
-    heap h;
+    tk_heap h;
     char *scratch;
     size_t scratch_cap;
 } session;
@@ -93,7 +61,8 @@ static void add_bigram(session *S, int l, int r) {
     int32_t rank = tk_bpe_rank(S->t, S->w + a->off, a->n, S->w + b->off, b->n, &S->scratch,
                                &S->scratch_cap);
     if (rank < 0) return;
-    heap_push(&S->h, (bigram){rank, l, r, a->n, b->n});
+    bigram g = {rank, l, r, a->n, b->n};
+    tk_heap_push(&S->h, &g);
 }
 
 static void emit(const rf_tokenizer *t, const char *txt, size_t n, tk_ivec *out) {
@@ -112,7 +81,7 @@ int tk_bpe_tokenize(const rf_tokenizer *t, const char *text, size_t len, tk_ivec
     char *buf;
     size_t *ends, nw;
     if (tk_pretok_split(t->pretok, text, len, &buf, &ends, &nw)) return -1;
-    session S = {.t = t};
+    session S = {.t = t, .h = tk_heap_new(sizeof(bigram), before)};
     size_t cap = 0;
     size_t start = 0;
     for (size_t wi = 0; wi < nw; wi++) {
@@ -138,7 +107,8 @@ int tk_bpe_tokenize(const rf_tokenizer *t, const char *text, size_t len, tk_ivec
         S.h.n = 0;
         for (int i = 1; i < ns; i++) add_bigram(&S, i - 1, i);
         while (S.h.n) {
-            bigram b = heap_pop(&S.h);
+            bigram b;
+            tk_heap_pop(&S.h, &b);
             sym *l = &S.s[b.left], *r = &S.s[b.right];
             if (l->n == 0 || r->n == 0 || l->n != b.ln || r->n != b.rn) continue; /* stale */
             l->n += r->n;
@@ -152,7 +122,7 @@ int tk_bpe_tokenize(const rf_tokenizer *t, const char *text, size_t len, tk_ivec
             if (S.s[i].n) emit(t, w + S.s[i].off, S.s[i].n, out);
     }
     free(S.s);
-    free(S.h.v);
+    tk_heap_free(&S.h);
     free(S.scratch);
     free(buf);
     free(ends);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "tokenizer/heap.h"
 #include "tokenizer/tk_internal.h"
 
 typedef struct {
@@ -30,51 +31,19 @@ typedef struct {
 } bigram;
 
 /* true if a must pop before b: higher score first, then leftmost */
-static bool before(const bigram *a, const bigram *b) {
+static bool before(const void *pa, const void *pb) {
+    const bigram *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
 
-static void heap_push(heap *h, bigram b) {
-    if (h->n == h->cap) {
-        h->cap = h->cap ? h->cap * 2 : 64;
-        h->v = rf_xrealloc(h->v, h->cap * sizeof *h->v);
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-}
-
-static bigram heap_pop(heap *h) {
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c])) c++;
-        if (!before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
-static void try_add(const rf_tokenizer *t, const char *text, const sym *s, int l, int r, heap *h) {
+static void try_add(const rf_tokenizer *t, const char *text, const sym *s, int l, int r, tk_heap *h) {
     if (l < 0 || r < 0) return;
     size_t n = s[l].n + s[r].n;
     int32_t id = tk_strmap_get(&t->tok_map, text + s[l].off, n);
     if (id < 0 || id >= t->n_vocab) return;
-    heap_push(h, (bigram){t->score[id], l, r, n});
+    bigram b = {t->score[id], l, r, n};
+    tk_heap_push(h, &b);
 }
 
 /* llama.cpp's byte_to_token for SPM: "<0xNN>", else the byte itself as a token. */
@@ -97,10 +66,11 @@ int tk_spm_tokenize(const rf_tokenizer *t, const char *text, size_t len, tk_ivec
         off += n;
         ns++;
     }
-    heap h = {0};
+    tk_heap h = tk_heap_new(sizeof(bigram), before);
     for (int i = 1; i < ns; i++) try_add(t, text, s, i - 1, i, &h);
     while (h.n) {
-        bigram b = heap_pop(&h);
+        bigram b;
+        tk_heap_pop(&h, &b);
         sym *l = &s[b.left], *r = &s[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->n += r->n;
@@ -110,7 +80,7 @@ int tk_spm_tokenize(const rf_tokenizer *t, const char *text, size_t len, tk_ivec
         try_add(t, text, s, l->prev, b.left, &h);
         try_add(t, text, s, b.left, l->next, &h);
     }
-    free(h.v);
+    tk_heap_free(&h);
     int rc = 0;
     for (int i = 0; i != -1; i = s[i].next) {
         int32_t id = tk_strmap_get(&t->tok_map, text + s[i].off, s[i].n);
