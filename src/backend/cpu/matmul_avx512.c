@@ -102,11 +102,64 @@ MK_Q8(mk_g4, 4, 0, 1)
 typedef void (*mk_q8_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32_t *, const float *, const float *,
                          float *, int64_t, __mmask16, int);
 
-/* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 16 rows at w + vidx[i]. */
+/* 16x16 transpose of dwords: on return r[e] holds element e of the 16 input rows. */
+AI void tr16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i + j], 128-bit lane L: rows 4i..4i+3, element 4L + j */
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+        const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
+        r[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
+    }
+}
+
+/* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 16 rows at w + ridx[i]
+ * (vidx: the same offsets as a vector, for gathers). Gathers on this core cost about as much as
+ * the micro-kernel work they feed, so the main loops load each row with plain loads (vpermi2b
+ * collects 4 or 2 blocks' quant bytes into one register, as in the matvec kernels) and
+ * transpose 16 x 16 dwords in registers; only leftover blocks use gathers. */
 static void pack_q4_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
-    (void)ridx;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nbc; i++, out += 576) {
+    int64_t i = 0;
+    __m512i iq;
+    {
+        uint8_t ib[64];
+        for (int j = 0; j < 64; j++) ib[j] = (uint8_t)(18 * (j / 16) + 2 + j % 16);
+        iq = _mm512_loadu_si512((const void *)ib);
+    }
+    for (; i + 4 <= nbc; i += 4, out += 4 * 576) {
+        __m512i r[16];
+        _Alignas(64) uint16_t dk[4][16];
+        for (int row = 0; row < 16; row++) {
+            const uint8_t *p = w + ridx[row] + (b0 + i) * 18;
+            r[row] = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)p), iq,
+                                              _mm512_maskz_loadu_epi8((__mmask64)0xFF, (const void *)(p + 64)));
+            for (int k = 0; k < 4; k++) memcpy(&dk[k][row], p + 18 * k, 2);
+        }
+        tr16(r);
+        for (int k = 0; k < 4; k++) {
+            uint8_t *o = out + k * 576;
+            _mm512_store_ps((float *)(o + 512), _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)dk[k])));
+            for (int j = 0; j < 4; j++) {
+                _mm512_store_si512((void *)(o + 64 * j), _mm512_and_si512(r[4 * k + j], m4));
+                _mm512_store_si512((void *)(o + 64 * (j + 4)), _mm512_and_si512(_mm512_srli_epi32(r[4 * k + j], 4), m4));
+            }
+        }
+    }
+    for (; i < nbc; i++, out += 576) {
         const uint8_t *blk = w + (b0 + i) * 18;
         const __m512i dv = _mm512_i32gather_epi32(vidx, (const void *)blk, 1);
         _mm512_store_ps((float *)(out + 512), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv)));
@@ -119,9 +172,32 @@ static void pack_q4_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
 }
 
 static void pack_q8_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
-    (void)ridx;
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < nbc; i++, out += 576) {
+    int64_t i = 0;
+    __m512i iq;
+    {
+        uint8_t ib[64];
+        for (int j = 0; j < 64; j++) ib[j] = (uint8_t)(34 * (j / 32) + 2 + j % 32);
+        iq = _mm512_loadu_si512((const void *)ib);
+    }
+    for (; i + 2 <= nbc; i += 2, out += 2 * 576) {
+        __m512i r[16];
+        _Alignas(64) uint16_t dk[2][16];
+        for (int row = 0; row < 16; row++) {
+            const uint8_t *p = w + ridx[row] + (b0 + i) * 34;
+            r[row] = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)p), iq,
+                                              _mm512_maskz_loadu_epi8((__mmask64)0xF, (const void *)(p + 64)));
+            memcpy(&dk[0][row], p, 2);
+            memcpy(&dk[1][row], p + 34, 2);
+        }
+        tr16(r);
+        for (int k = 0; k < 2; k++) {
+            uint8_t *o = out + k * 576;
+            _mm512_store_ps((float *)(o + 512), _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)dk[k])));
+            for (int g = 0; g < 8; g++) _mm512_store_si512((void *)(o + 64 * g), _mm512_xor_si512(r[8 * k + g], x80));
+        }
+    }
+    for (; i < nbc; i++, out += 576) {
         const uint8_t *blk = w + (b0 + i) * 34;
         const __m512i dv = _mm512_i32gather_epi32(vidx, (const void *)blk, 1);
         _mm512_store_ps((float *)(out + 512), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv)));
@@ -134,6 +210,7 @@ static void pack_q8_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
 
 /* Q4_K: BS 32, b0 and nbc multiples of 8; records of 640 bytes (weights, s = d*sc, m = -dmin*mn). */
 static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)vidx;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t S = b0 / 8; S < (b0 + nbc) / 8; S++, out += 8 * 640) {
         const uint8_t *sb = w + S * 144;
@@ -147,13 +224,16 @@ static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
                 ((float *)(out + j * 640 + 576))[r] = -dmin * (float)mn[j];
             }
         }
-        for (int c = 0; c < 4; c++)
-            for (int g = 0; g < 8; g++) {
-                const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(sb + 16 + 32 * c + 4 * g), 1);
-                _mm512_store_si512((void *)(out + (2 * c) * 640 + 64 * g), _mm512_and_si512(v, m4));
-                _mm512_store_si512((void *)(out + (2 * c + 1) * 640 + 64 * g),
-                                   _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+        for (int h = 0; h < 2; h++) { /* quant bytes 64h..64h+63: chunks 2h, 2h+1 */
+            __m512i v[16];
+            for (int row = 0; row < 16; row++) v[row] = _mm512_loadu_si512((const void *)(sb + ridx[row] + 16 + 64 * h));
+            tr16(v);
+            for (int e = 0; e < 16; e++) {
+                const int c = 2 * h + e / 8, g = e % 8;
+                _mm512_store_si512((void *)(out + (2 * c) * 640 + 64 * g), _mm512_and_si512(v[e], m4));
+                _mm512_store_si512((void *)(out + (2 * c + 1) * 640 + 64 * g), _mm512_and_si512(_mm512_srli_epi32(v[e], 4), m4));
             }
+        }
     }
 }
 
@@ -393,6 +473,11 @@ static float gemv_tail(uint32_t type, const uint8_t *row, int64_t bb, int64_t b0
     return s;
 }
 
+#ifndef GEMV_PF
+#define GEMV_PF 3072 /* bytes ahead; 0 = off (measured: 3072 >= 0 end to end, see PERF-CPU.md) */
+#endif
+#define PF(p) do { if (GEMV_PF) _mm_prefetch((const char *)(p) + GEMV_PF, _MM_HINT_T0); } while (0)
+
 AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 /* Q4_0: groups of 4 blocks (72 bytes). Per group the activation record is 256 bytes: codes of
@@ -416,6 +501,7 @@ AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t
         const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = w + (uint64_t)r * rb + 72 * g;
+            PF(bp);
             const __m512i A = _mm512_loadu_si512((const void *)bp);
             const __m512i B = _mm512_maskz_loadu_epi8((__mmask64)0xFF, (const void *)(bp + 64));
             const __m512i qs = _mm512_permutex2var_epi8(A, iq, B);
@@ -473,6 +559,7 @@ AI void gemv_q8_0_rows(const uint8_t *w, uint64_t rb, const int R, const int8_t 
         const __m512i xz = _mm512_load_si512((const void *)(xr + 64));
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = w + (uint64_t)r * rb + 68 * g;
+            PF(bp);
             const __m512i A = _mm512_loadu_si512((const void *)bp);
             const __m512i B = _mm512_maskz_loadu_epi8((__mmask64)0xF, (const void *)(bp + 64));
             const __m512i qs = _mm512_xor_si512(_mm512_permutex2var_epi8(A, iq, B), x80);
@@ -517,6 +604,9 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
     __m512 acc = _mm512_setzero_ps();
     __m256 macc = _mm256_setzero_ps();
     for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576) {
+        PF(w);
+        PF(w + 64);
+        PF(w + 128);
         const float d = f16v(w), dmin = f16v(w + 2);
         uint32_t s0, s1, s2;
         memcpy(&s0, w + 4, 4);
@@ -575,6 +665,10 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
     const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256) {
+        PF(w);
+        PF(w + 64);
+        PF(w + 128);
+        PF(w + 192);
         const __m512 scv = _mm512_mul_ps(_mm512_set1_ps(f16v(w + 208)),
                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))));
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
@@ -622,6 +716,7 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, c
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         int64_t i = 0;
         for (; i + 32 <= n_in; i += 32) {
+            PF(p + 2 * i);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
         }
