@@ -249,6 +249,166 @@ done:
     free(mag);
 }
 
+/* rf_gpu_matmul_ex: n_outs outputs of mixed types sharing x, RMSNorm folded in or not,
+ * accumulate on/off, bias per output on/off, n in {1, 2, 5, 33}. Oracle: RMSNorm in double, then
+ * the exact dot in double (+ bias, + the old y when accumulating). Tolerance as test_case, the
+ * magnitude including |bias| and |old y|. Then NaN: a NaN in row 0 of x makes every output of
+ * row 0 NaN when the norm is on (the row's scale is NaN); a NaN in y stays NaN with accumulate. */
+static void test_ex(gpu_env *env) {
+    static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_Q4_0,
+                                   RF_TYPE_BF16, RF_TYPE_F32, RF_TYPE_Q5_K, RF_TYPE_IQ4_XS};
+    const int NE = (int)(sizeof EXT / sizeof EXT[0]);
+    static const int NS[] = {1, 2, 5, 33};
+    const int64_t n_in = 512;
+    const int NMAX = 33;
+    for (int trial = 0; trial < 24; trial++) {
+        const int n_outs = 1 + trial % 3;
+        const int use_norm = (trial / 3) % 2, accumulate = (trial / 6) % 2;
+        const int n = NS[(trial / 12 + trial) % 4];
+        uint32_t types[3];
+        int64_t nout[3];
+        uint8_t *w[3];
+        float *wf[3], *bias[3], *y0[3], *y[3];
+        void *dw[3];
+        float *db[3], *dy[3];
+        rf_gpu_mm_out outs[3];
+        for (int i = 0; i < n_outs; i++) {
+            types[i] = EXT[test_randint(0, NE - 1)];
+            if (i == 1 && trial % 4 == 0) types[i] = types[0]; /* same-type outputs */
+            nout[i] = test_randint(1, 300);
+            uint64_t rb = 0;
+            rf_row_bytes(types[i], (uint64_t)n_in, &rb);
+            w[i] = malloc(rb * (uint64_t)nout[i]);
+            make_weights(types[i], nout[i], n_in, w[i]);
+            wf[i] = malloc(sizeof(float) * (size_t)(nout[i] * n_in));
+            for (int64_t o = 0; o < nout[i]; o++) rf_dequantize_row(types[i], w[i] + o * rb, wf[i] + o * n_in, n_in);
+            const int has_bias = test_randint(0, 1);
+            bias[i] = NULL;
+            db[i] = NULL;
+            if (has_bias) {
+                bias[i] = malloc(sizeof(float) * (size_t)nout[i]);
+                for (int64_t o = 0; o < nout[i]; o++) bias[i][o] = gauss();
+                db[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)nout[i]);
+                rf_gpu_mm_upload(db[i], bias[i], sizeof(float) * (size_t)nout[i]);
+            }
+            y0[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
+            y[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
+            for (int64_t k = 0; k < NMAX * nout[i]; k++) y0[i][k] = accumulate ? gauss() : NAN;
+            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i]);
+            rf_gpu_mm_upload(dw[i], w[i], rb * (uint64_t)nout[i]);
+            dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * nout[i]));
+            rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)(NMAX * nout[i]));
+            outs[i].type = types[i];
+            outs[i].w = dw[i];
+            outs[i].n_out = nout[i];
+            outs[i].bias = db[i];
+            outs[i].y = dy[i];
+        }
+        float *x = malloc(sizeof(float) * (size_t)(n * n_in)), *nw = malloc(sizeof(float) * (size_t)n_in);
+        const float scale = test_randf(0.1f, 10.0f), eps = 1e-5f;
+        for (int64_t k = 0; k < n * n_in; k++) x[k] = gauss() * scale;
+        for (int64_t k = 0; k < n_in; k++) nw[k] = gauss();
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(n * n_in));
+        float *dnw = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dscr = rf_gpu_mm_alloc(sizeof(float) * (size_t)(n * n_in));
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)(n * n_in));
+        rf_gpu_mm_upload(dnw, nw, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_fill(dscr, 0xff, sizeof(float) * (size_t)(n * n_in));
+        /* oracle input */
+        double *xin = malloc(sizeof(double) * (size_t)(n * n_in));
+        for (int t = 0; t < n; t++) {
+            double ss = 0;
+            for (int64_t k = 0; k < n_in; k++) ss += (double)x[t * n_in + k] * x[t * n_in + k];
+            const double sc = use_norm ? 1.0 / sqrt(ss / (double)n_in + (double)eps) : 1.0;
+            for (int64_t k = 0; k < n_in; k++)
+                xin[t * n_in + k] = use_norm ? (double)x[t * n_in + k] * sc * (double)nw[k] : (double)x[t * n_in + k];
+        }
+        int rc = rf_gpu_matmul_ex(env->ctx, n_outs, outs, n_in, dx, n, use_norm ? dnw : NULL, eps, accumulate,
+                                  use_norm ? dscr : NULL);
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        CHECK(rc == 0, "matmul_ex trial %d: %s", trial, rc ? rf_last_error() : "");
+        const double tol = (n > RF_GPU_MATVEC_MAX_N && env->has_cublas) ? 2e-3 : 1e-4;
+        for (int i = 0; i < n_outs && rc == 0; i++) {
+            rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)(n * nout[i]));
+            double worst = 0;
+            int64_t wi = -1;
+            double wref = 0;
+            for (int t = 0; t < n; t++)
+                for (int64_t o = 0; o < nout[i]; o++) {
+                    double s = 0, a = 0;
+                    for (int64_t k = 0; k < n_in; k++) {
+                        const double p = (double)wf[i][o * n_in + k] * xin[t * n_in + k];
+                        s += p;
+                        a += fabs(p);
+                    }
+                    const double bv = bias[i] ? bias[i][o] : 0.0, yv = accumulate ? y0[i][t * nout[i] + o] : 0.0;
+                    const double r = s + bv + yv, lim = tol * (a + fabs(bv) + fabs(yv)) + 1e-30;
+                    const float g = y[i][t * nout[i] + o];
+                    const double e = isfinite(g) ? fabs(g - r) / lim : INFINITY;
+                    if (!(e <= worst)) {
+                        worst = e;
+                        wi = t * nout[i] + o;
+                        wref = r;
+                    }
+                }
+            CHECK(worst <= 1.0, "matmul_ex trial %d out %d/%d %s %lldx%lld n=%d norm=%d acc=%d bias=%d: worst %.3g x tol at "
+                  "%lld (got %g want %g)", trial, i, n_outs, rf_type_name(types[i]), (long long)nout[i], (long long)n_in, n,
+                  use_norm, accumulate, bias[i] != NULL, worst, (long long)wi, wi >= 0 ? y[i][wi] : 0.0, wref);
+        }
+        /* NaN propagation (norm on): x row 0 gets a NaN -> row 0 of every output is NaN; with
+         * accumulate, a NaN y element of the last row stays NaN. */
+        if (use_norm && rc == 0) {
+            x[test_randint(0, (int)n_in - 1)] = NAN;
+            rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)(n * n_in));
+            if (accumulate)
+                for (int i = 0; i < n_outs; i++) {
+                    y0[i][(int64_t)(n - 1) * nout[i]] = NAN;
+                    rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)(n * nout[i]));
+                }
+            rc = rf_gpu_matmul_ex(env->ctx, n_outs, outs, n_in, dx, n, dnw, eps, accumulate, dscr);
+            if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+            int bad = rc != 0;
+            for (int i = 0; i < n_outs && !bad; i++) {
+                rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)(n * nout[i]));
+                for (int64_t o = 0; o < nout[i]; o++)
+                    if (!isnan(y[i][o])) bad = 1;
+                if (accumulate && !isnan(y[i][(int64_t)(n - 1) * nout[i]])) bad = 1;
+                if (n > 1 && !isfinite(y[i][(int64_t)(n - 1) * nout[i] + nout[i] - 1]) && nout[i] > 1) bad = 1;
+            }
+            CHECK(!bad, "matmul_ex trial %d n=%d acc=%d: NaN not propagated (or leaked into another row)", trial, n,
+                  accumulate);
+        }
+        for (int i = 0; i < n_outs; i++) {
+            free(w[i]);
+            free(wf[i]);
+            free(bias[i]);
+            free(y0[i]);
+            free(y[i]);
+            rf_gpu_mm_dfree(dw[i]);
+            rf_gpu_mm_dfree(db[i]);
+            rf_gpu_mm_dfree(dy[i]);
+        }
+        free(x);
+        free(nw);
+        free(xin);
+        rf_gpu_mm_dfree(dx);
+        rf_gpu_mm_dfree(dnw);
+        rf_gpu_mm_dfree(dscr);
+    }
+    /* errors: unsupported type; norm without scratch */
+    rf_gpu_mm_out bad = {RF_TYPE_Q8_1, NULL, 1, NULL, NULL};
+    float *d = rf_gpu_mm_alloc(4096);
+    CHECK(rf_gpu_matmul_ex(env->ctx, 1, &bad, 32, d, 1, NULL, 1e-5f, 0, NULL) == -1, "matmul_ex: Q8_1 must be refused");
+    bad.type = RF_TYPE_F32;
+    bad.w = d;
+    bad.y = d + 512;
+    CHECK(rf_gpu_matmul_ex(env->ctx, 1, &bad, 32, d, 1, d + 256, 1e-5f, 0, NULL) == -1,
+          "matmul_ex: norm without scratch must be refused");
+    CHECK(rf_gpu_matmul_ex(env->ctx, 0, NULL, 32, d, 1, NULL, 1e-5f, 0, NULL) == 0, "matmul_ex: n_outs 0 is a no-op");
+    CHECK(rf_gpu_mm_sync(env->ctx) == 0, "sync after matmul_ex error paths: %s", rf_last_error());
+    rf_gpu_mm_dfree(d);
+}
+
 static void test_gpu(void) {
     const int ndev = rf_gpu_mm_device_count();
     /* number of checks each type would run: see test_case */
@@ -279,6 +439,7 @@ static void test_gpu(void) {
             test_case(&env, type, 70, 512);
         }
     }
+    test_ex(&env);
     /* Errors. */
     float *d = rf_gpu_mm_alloc(4096);
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q8_1, d, 1, 32, d, 1, NULL, d) == -1, "Q8_1 must be refused");

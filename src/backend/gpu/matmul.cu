@@ -528,11 +528,11 @@ MM_UNROLL
  * memory with coalesced loads; each lane decodes whole chunks (the first one's loads are issued
  * before the staging) and reads its x from shared memory without bank conflicts (xs_pos).
  * f32 accumulation, xor-shuffle reduction from warpSize/2 down. NaN/inf propagate as IEEE
- * arithmetic (no padding values are ever multiplied). */
+ * arithmetic (no padding values are ever multiplied). accum != 0: y += (dot + bias). */
 template <class D, int NC>
 __global__ void MV_LAUNCH_BOUNDS(NC)
     k_matvec(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int64_t n_in, const float *__restrict__ x,
-             int ncols, int xv, const float *__restrict__ bias, float *__restrict__ y) {
+             int ncols, int xv, const float *__restrict__ bias, float *__restrict__ y, int accum) {
     __shared__ __align__(16) float xs[NC * MV_KT];
     const int ws = warpSize;
     const int lane = (int)threadIdx.x % ws;
@@ -583,8 +583,34 @@ MM_UNROLL
         const float bv = bias ? bias[row] : 0.0f;
 MM_UNROLL
         for (int c = 0; c < NC; c++)
-            if (c < ncols) y[(int64_t)c * n_out + row] = bias ? acc[c] + bv : acc[c];
+            if (c < ncols) {
+                float *yp = y + (int64_t)c * n_out + row;
+                const float v = bias ? acc[c] + bv : acc[c];
+                *yp = accum ? *yp + v : v;
+            }
     }
+}
+
+/* k_rmsnorm: out[t][k] = x[t][k] * (1 / sqrt(sum_k x[t][k]^2 / n_in + eps)) * norm_w[k] for k < n_in;
+ * one block per row t (gridDim.x = rows), any blockDim.x that is a power of two <= 1024 (the
+ * reduction halves from blockDim.x / 2). Sum of squares in f32; NaN/inf in a row make that row's
+ * scale NaN/0 as the IEEE formula does. x and out may not overlap. */
+__global__ void __launch_bounds__(256)
+    k_rmsnorm(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, int64_t n_in,
+              float *__restrict__ out) {
+    __shared__ float red[1024];
+    const float *xr = x + (int64_t)blockIdx.x * n_in;
+    float *orow = out + (int64_t)blockIdx.x * n_in;
+    float ss = 0.0f;
+    for (int64_t k = threadIdx.x; k < n_in; k += blockDim.x) ss += xr[k] * xr[k];
+    red[threadIdx.x] = ss;
+    __syncthreads();
+    for (int s = (int)blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float scale = 1.0f / sqrtf(red[0] / (float)n_in + eps);
+    for (int64_t k = threadIdx.x; k < n_in; k += blockDim.x) orow[k] = xr[k] * scale * norm_w[k];
 }
 
 #define GT_BM 64 /* tokens per tile */
@@ -599,11 +625,11 @@ MM_UNROLL
  * Each block stages a GT_BK slice of x (zero past n / n_in) and of W (decoded, zero past n_out)
  * in shared memory; each thread owns a 4x4 output tile. Alignment: W base to D::A; x, y: 4.
  * Zero padding never meets a non-finite value inside the valid range (both operands are zero
- * there), so NaN/inf behave as in the exact dot. */
+ * there), so NaN/inf behave as in the exact dot. accum != 0: y += (dot + bias). */
 template <class D>
 __global__ void __launch_bounds__(GT_THREADS)
     k_gemm_tiled(const uint8_t *__restrict__ W, int64_t row_bytes, int64_t n_out, int nchunks, int64_t n_in,
-                 const float *__restrict__ x, int n, const float *__restrict__ bias, float *__restrict__ y) {
+                 const float *__restrict__ x, int n, const float *__restrict__ bias, float *__restrict__ y, int accum) {
     __shared__ __align__(16) float Xs[GT_BK][GT_BM + 4];
     __shared__ __align__(16) float Ws[GT_BK][GT_BN + 4];
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -655,7 +681,10 @@ MM_UNROLL
 MM_UNROLL
         for (int j = 0; j < 4; j++) {
             const int64_t go = o0 + tx * 4 + j;
-            if (go < n_out) y[gm * n_out + go] = bias ? acc[i][j] + bias[go] : acc[i][j];
+            if (go < n_out) {
+                const float v = bias ? acc[i][j] + bias[go] : acc[i][j];
+                y[gm * n_out + go] = accum ? y[gm * n_out + go] + v : v;
+            }
         }
     }
 }
@@ -697,10 +726,11 @@ __global__ void k_f32_to_f16(const float *__restrict__ in, __half *__restrict__ 
     if (i < count) out[i] = __float2half_rn(in[i]);
 }
 
-/* k_fill_bias: y[m][o] = bias[o] for m < n, o < n_out (the GEMM then adds with beta = 1). */
-__global__ void k_fill_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t n_out, int64_t count) {
+/* k_fill_bias: y[m][o] = bias[o] (add == 0) or y[m][o] += bias[o] (add != 0) for m < n,
+ * o < n_out, count = n * n_out (the GEMM then adds with beta = 1). */
+__global__ void k_fill_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t n_out, int64_t count, int add) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) y[i] = bias[i % n_out];
+    if (i < count) y[i] = add ? y[i] + bias[i % n_out] : bias[i % n_out];
 }
 #endif
 
@@ -817,12 +847,12 @@ extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
 
 template <class D, int NC>
 static void launch_matvec(rf_gpu_matmul_ctx *ctx, const uint8_t *w, int64_t row_bytes, int64_t n_out, int nchunks,
-                          int64_t n_in, const float *x, int ncols, int xv, const float *bias, float *y) {
+                          int64_t n_in, const float *x, int ncols, int xv, const float *bias, float *y, int accum) {
     const int rows_per_block = MV_THREADS / ctx->warp_size;
     const int64_t blocks = (n_out + rows_per_block - 1) / rows_per_block;
     (void)nchunks;
     k_matvec<D, NC><<<dim3((unsigned)blocks), dim3(MV_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, n_in, x, ncols, xv,
-                                                                                 bias, y);
+                                                                                 bias, y, accum);
 }
 
 #ifndef MM_HIP
@@ -851,16 +881,16 @@ static int mm_scratch(rf_gpu_matmul_ctx *ctx, void **buf, size_t *have, size_t b
 
 template <class D>
 static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, int64_t row_bytes, int64_t n_out,
-                       int nchunks, int64_t n_in, const float *x, int n, const float *bias, float *y) {
+                       int nchunks, int64_t n_in, const float *x, int n, const float *bias, float *y, int accum) {
     const float one = 1.0f, zero = 0.0f;
-    const float *beta = bias ? &one : &zero;
+    const float *beta = (bias || accum) ? &one : &zero;
     if (n_in > INT32_MAX || n_out > INT32_MAX) {
         rf_set_error("gpu matmul: matrix too large for cuBLAS");
         return -1;
     }
     if (bias) {
         const int64_t count = (int64_t)n * n_out;
-        k_fill_bias<<<(unsigned)((count + 255) / 256), 256, 0, ctx->stream>>>(y, bias, n_out, count);
+        k_fill_bias<<<(unsigned)((count + 255) / 256), 256, 0, ctx->stream>>>(y, bias, n_out, count, accum);
     }
     if (type == RF_TYPE_F32) {
         if (ctx->cublas.gemm_ex(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, n, (int)n_in, &one, w, CUDA_R_32F,
@@ -905,7 +935,7 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 
 template <class D>
 static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
-                     const float *x, int n, const float *bias, float *y) {
+                     const float *x, int n, const float *bias, float *y, int accum) {
     const uint8_t *w = (const uint8_t *)wv;
     if (n_in % D::QK) {
         rf_set_error("gpu matmul: n_in %lld is not a multiple of %s's block (%d)", (long long)n_in, rf_type_name(type),
@@ -930,23 +960,23 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
             const float *xc = x + (int64_t)c0 * n_in;
             float *yc = y + (int64_t)c0 * n_out;
             if (nc == 1)
-                launch_matvec<D, 1>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+                launch_matvec<D, 1>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc, accum);
             else if (nc == 2)
-                launch_matvec<D, 2>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+                launch_matvec<D, 2>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc, accum);
             else if (nc <= 4)
-                launch_matvec<D, 4>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+                launch_matvec<D, 4>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc, accum);
             else
-                launch_matvec<D, 8>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc);
+                launch_matvec<D, 8>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc, accum);
         }
     } else {
 #ifndef MM_HIP
         if (ctx->handle && !ctx->force_tiled) {
-            if (gemm_cublas<D>(ctx, type, w, row_bytes, n_out, nchunks, n_in, x, n, bias, y)) return -1;
+            if (gemm_cublas<D>(ctx, type, w, row_bytes, n_out, nchunks, n_in, x, n, bias, y, accum)) return -1;
             return mm_check(mmGetLastError(), "kernel launch");
         }
 #endif
         const dim3 grid((unsigned)((n_out + GT_BN - 1) / GT_BN), (unsigned)((n + GT_BM - 1) / GT_BM));
-        k_gemm_tiled<D><<<grid, dim3(GT_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x, n, bias, y);
+        k_gemm_tiled<D><<<grid, dim3(GT_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x, n, bias, y, accum);
     }
     return mm_check(mmGetLastError(), "kernel launch");
 }
@@ -954,9 +984,10 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
 /* Plain types use a 16-byte vector decoder when the row length and the pointer allow it. */
 template <class DV, class D1>
 static int run_plain(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
-                     const float *x, int n, const float *bias, float *y) {
-    if (n_in % DV::QK == 0 && (uintptr_t)w % DV::A == 0) return run_typed<DV>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    return run_typed<D1>(ctx, type, w, n_out, n_in, x, n, bias, y);
+                     const float *x, int n, const float *bias, float *y, int accum) {
+    if (n_in % DV::QK == 0 && (uintptr_t)w % DV::A == 0)
+        return run_typed<DV>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    return run_typed<D1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
 }
 
 extern "C" int rf_gpu_matmul_supports(uint32_t type) {
@@ -969,8 +1000,8 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     }
 }
 
-extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
-                             const float *x, int n, const float *bias, float *y) {
+static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in, const float *x,
+                  int n, const float *bias, float *y, int accum) {
     if (!ctx || n < 0 || n_out < 0 || n_in < 0) {
         rf_set_error("gpu matmul: bad arguments");
         return -1;
@@ -981,23 +1012,58 @@ extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *
     }
     if (n == 0 || n_out == 0) return 0;
     switch (type) {
-    case RF_TYPE_F32: return run_plain<DecF32x4, DecF32x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_F16: return run_plain<DecF16x8, DecF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_BF16: return run_plain<DecBF16x8, DecBF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q4_0: return run_typed<DecQ4_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q4_1: return run_typed<DecQ4_1>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q5_0: return run_typed<DecQ5_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q5_1: return run_typed<DecQ5_1>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q5_K: return run_typed<DecQ5_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_Q6_K: return run_typed<DecQ6_K>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_IQ4_NL: return run_typed<DecIQ4_NL>(ctx, type, w, n_out, n_in, x, n, bias, y);
-    case RF_TYPE_IQ4_XS: return run_typed<DecIQ4_XS>(ctx, type, w, n_out, n_in, x, n, bias, y);
+    case RF_TYPE_F32: return run_plain<DecF32x4, DecF32x1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_F16: return run_plain<DecF16x8, DecF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_BF16: return run_plain<DecBF16x8, DecBF16x1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q4_0: return run_typed<DecQ4_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q4_1: return run_typed<DecQ4_1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q5_0: return run_typed<DecQ5_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q5_1: return run_typed<DecQ5_1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q5_K: return run_typed<DecQ5_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q6_K: return run_typed<DecQ6_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_NL: return run_typed<DecIQ4_NL>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_XS: return run_typed<DecIQ4_XS>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     default: return -1;
     }
+}
+
+extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                             const float *x, int n, const float *bias, float *y) {
+    return mm_one(ctx, type, w, n_out, n_in, x, n, bias, y, 0);
+}
+
+extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in,
+                                const float *x, int n, const float *norm_w, float eps, int accumulate, float *scratch) {
+    if (!ctx || n_outs < 0 || (n_outs > 0 && !outs) || n < 0 || n_in < 0 || (norm_w && n > 0 && !scratch)) {
+        rf_set_error("gpu matmul: bad arguments");
+        return -1;
+    }
+    for (int i = 0; i < n_outs; i++) {
+        if (!rf_gpu_matmul_supports(outs[i].type)) {
+            rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(outs[i].type));
+            return -1;
+        }
+        if (outs[i].n_out < 0) {
+            rf_set_error("gpu matmul: bad arguments");
+            return -1;
+        }
+    }
+    if (n == 0 || n_outs == 0) return 0;
+    const float *xin = x;
+    if (norm_w) {
+        const int threads = 256;
+        k_rmsnorm<<<dim3((unsigned)n), dim3(threads), 0, ctx->stream>>>(x, norm_w, eps, n_in, scratch);
+        if (mm_check(mmGetLastError(), "rmsnorm launch")) return -1;
+        xin = scratch;
+    }
+    for (int i = 0; i < n_outs; i++)
+        if (mm_one(ctx, outs[i].type, outs[i].w, outs[i].n_out, n_in, xin, n, outs[i].bias, outs[i].y, accumulate != 0))
+            return -1;
+    return 0;
 }
 
 /* ---- Host-side decoder check (no GPU needed) --------------------------------------------- */

@@ -54,6 +54,29 @@ void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx);
 int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                   const float *x, int n, const float *bias, float *y);
 
+/* Fused matmul: several outputs sharing x (and n_in), optional RMSNorm on the input, optional
+ * accumulation into y.
+ *   For each i < n_outs: y_i[t][o] (+)= sum_k xin[t][k] * W_i[o][k] + bias_i[o]   (t < n, o < n_out_i)
+ *   xin = x, or, when norm_w != NULL, xin[t][k] = x[t][k] / sqrt(mean_k x[t][k]^2 + eps) * norm_w[k]
+ *   (sum of squares in f32). accumulate != 0: y += (the residual add folded into the output),
+ *   else y =.
+ * scratch: device memory of at least n * n_in floats that the call may overwrite (required when
+ * norm_w != NULL; may be NULL otherwise); it must not overlap x, W, bias or y. y_i must not overlap
+ * x, scratch or another y_j. Enqueued on the context's stream: no allocation or host sync on the
+ * matvec path (n <= RF_GPU_MATVEC_MAX_N), so graph-capturable (the GEMM path as rf_gpu_matmul).
+ * Returns 0, or -1 + rf_set_error as rf_gpu_matmul. NaN/inf: as rf_gpu_matmul, applied to xin
+ * (a NaN anywhere in row t of x makes every output of row t NaN when norm_w != NULL). */
+typedef struct {
+    uint32_t type;     /* weight type (core/dtype.h) */
+    const void *w;     /* [n_out][n_in] rows of `type`, device memory */
+    int64_t n_out;
+    const float *bias; /* [n_out] or NULL */
+    float *y;          /* [n][n_out] */
+} rf_gpu_mm_out;
+
+int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x,
+                     int n, const float *norm_w, float eps, int accumulate, float *scratch);
+
 /* Whether rf_gpu_matmul supports weight type `type`. */
 int rf_gpu_matmul_supports(uint32_t type);
 
