@@ -384,15 +384,21 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
     float *pk = gscratch(0, sizeof(float) * 16 * KCF);
     const int64_t ntg = (n_tok + GTF - 1) / GTF;
     float *xp = gscratch(1, sizeof(float) * (size_t)(ntg * GTF * n_in));
-    for (int64_t tg = 0; tg < ntg; tg++)
-        for (int64_t j = 0; j < GTF; j++) {
-            const int64_t t = tg * GTF + j;
-            float *d = xp + tg * GTF * n_in + j;
-            if (t < n_tok)
-                for (int64_t k = 0; k < n_in; k++) d[k * GTF] = x[t * n_in + k];
-            else
-                for (int64_t k = 0; k < n_in; k++) d[k * GTF] = 0.0f;
+    for (int64_t tg = 0; tg < ntg; tg++) {
+        const int64_t nt = RF_MIN(GTF, n_tok - tg * GTF);
+        float *d = xp + tg * GTF * n_in;
+        const float *xs = x + tg * GTF * n_in;
+        int64_t k = 0;
+        for (; k + 16 <= n_in; k += 16) { /* 16 tokens x 16 k, transposed in registers */
+            __m512i v[16];
+            for (int j = 0; j < 16; j++)
+                v[j] = j < nt ? _mm512_loadu_si512((const void *)(xs + j * n_in + k)) : _mm512_setzero_si512();
+            tr16(v);
+            for (int e = 0; e < 16; e++) _mm512_store_si512((void *)(d + (k + e) * GTF), v[e]);
         }
+        for (; k < n_in; k++)
+            for (int64_t j = 0; j < GTF; j++) d[k * GTF + j] = j < nt ? xs[j * n_in + k] : 0.0f;
+    }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
     for (int64_t r = r0; r < r1; r += 16) {
@@ -405,6 +411,23 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
         for (int64_t k0 = 0; k0 < n_in; k0 += KCF) {
             const int64_t kn = RF_MIN(KCF, n_in - k0);
             int64_t k = 0;
+            for (; k + 32 <= kn; k += 32) { /* 16 rows x 32 k: row loads, transposed as dwords */
+                __m512i v[16];
+                for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_si512((const void *)(wr + ridx[i] + 2 * (k0 + k)));
+                tr16(v);
+                for (int e = 0; e < 16; e++) {
+                    __m512 lo, hi;
+                    if (kind == 1) {
+                        lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v[e]));
+                        hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v[e], 16)));
+                    } else {
+                        lo = _mm512_castsi512_ps(_mm512_slli_epi32(v[e], 16));
+                        hi = _mm512_castsi512_ps(_mm512_and_si512(v[e], _mm512_set1_epi32((int)0xFFFF0000u)));
+                    }
+                    _mm512_store_ps(pk + 16 * (k + 2 * e), lo);
+                    _mm512_store_ps(pk + 16 * (k + 2 * e + 1), hi);
+                }
+            }
             for (; k + 1 < kn; k += 2) {
                 const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(wr + 2 * (k0 + k)), 1);
                 __m512 lo, hi;
