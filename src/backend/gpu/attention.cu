@@ -13,7 +13,6 @@
 #include "gpu_port.h"
 #include "kernels.h"
 
-#define ATT_CHUNK 256                                      /* positions per split chunk */
 #define ATT_MAXJ (RF_GPU_ATTN_MAX_HEAD_DIM / 32)           /* head dims per lane, upper bound */
 
 static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_size, int p) {
@@ -21,81 +20,137 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
 }
 
 /* ---- decode: split-K (flash-decoding) ---------------------------------------------------------
- * attn_split_kernel: grid (n_tokens * n_head, n_split), blockDim a multiple of warpSize.
- * Split s takes the chunks c = s, s + n_split, ... of ATT_CHUNK positions of its token; inside a
- * block each warp takes positions in turn (lanes split the head dimension), keeping its own
- * online-softmax state; the warps are merged in shared memory and the block writes its partial
- * (m, l, acc[head_dim]) to scratch. A split with no positions writes m = -inf, l = 0, acc = 0.
- * Correct for any n_split >= 1 and any positions (the split count is only a speed choice). */
-static __global__ void attn_split_kernel(rf_gpu_attn_args a, float *part) {
-    const int ws = warpSize, lane = threadIdx.x % ws, w = threadIdx.x / ws, nw = blockDim.x / ws;
+ * attn_split_kernel: grid (n_tokens * n_head, n_split), blockDim DEC_THREADS (a multiple of every
+ * warp size). Split s of token t takes the contiguous positions [s * per, min((s + 1) * per,
+ * n_pos)), per = ceil(n_pos / n_split), with n_pos = pos[t] + 1 read from device memory: the
+ * positions are always spread over all the splits, whatever context a graph was captured at. The
+ * block walks its range in sub-chunks of DEC_SUB positions:
+ *   1. scores: groups of DEC_GRP consecutive threads (a group never straddles a warp) take one
+ *      position each, every thread a strided slice of the head dimension (float4 loads when VEC),
+ *      the group's partial dots summed by xor-shuffles over 4, 2, 1 (valid for any warp size >= 8);
+ *      scale * q.k goes to shared memory;
+ *   2. a block max / sum updates the running (m, l) (the same in every thread);
+ *   3. V: thread (dim slot, position group) accumulates w_p * v_p[dims] over its positions,
+ *      rescaled by e^(m_old - m_new) per sub-chunk.
+ * At the end the position groups are summed in shared memory and the block writes its partial
+ * (m, l, acc[head_dim]) to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
+ * Correct for any n_split >= 1 (the split count is only a speed choice). */
+#define DEC_THREADS 256
+#define DEC_SUB 128
+#define DEC_GRP 8
+#define DEC_MAXQ (RF_GPU_ATTN_MAX_HEAD_DIM / DEC_GRP)
+
+template <bool VEC>
+static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_attn_args a, float *part) {
+    __shared__ float sc[DEC_SUB];
+    __shared__ float red[RF_MAX_WARPS];
+    __shared__ float accs[DEC_THREADS * 4];
+    const int tid = threadIdx.x, nt = blockDim.x;
     const int th = blockIdx.x, t = th / a.n_head, h = th % a.n_head;
     const int s = blockIdx.y, n_split = gridDim.y;
     const int hd = a.head_dim, g = h / (a.n_head / a.n_kv_head), kv_dim = a.n_kv_head * hd;
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
     const int n_pos = a.pos[t] + 1;
+    const int per = (n_pos + n_split - 1) / n_split;
+    const int pb = s * per, pe = min(n_pos, pb + per);
     const float *qh = a.q + ((int64_t)t * a.n_head + h) * hd;
+    const float *kbase = a.k_cache + (int64_t)g * hd, *vbase = a.v_cache + (int64_t)g * hd;
 
-    float qv[ATT_MAXJ], acc[ATT_MAXJ];
+    /* phase-1 layout: group gi = tid / DEC_GRP, member gl; member gl holds dims (VEC) 4*gl + 32*j
+     * .. +3, else gl + 8*j */
+    const int gl = tid % DEC_GRP, gi = tid / DEC_GRP, ngrp = nt / DEC_GRP;
+    float qv[DEC_MAXQ];
 #pragma unroll
-    for (int j = 0; j < ATT_MAXJ; j++) {
-        const int d = lane + j * ws;
+    for (int j = 0; j < DEC_MAXQ; j++) {
+        const int d = VEC ? 4 * gl + 32 * (j / 4) + (j % 4) : gl + DEC_GRP * j;
         qv[j] = d < hd ? qh[d] : 0.0f;
-        acc[j] = 0.0f;
     }
+    /* phase-3 layout: nd dim slots (4 dims each when VEC) x npg position groups */
+    const int nd = VEC ? hd / 4 : hd, npg = nt / nd;
+    const int ds = tid % nd, pg = tid / nd;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float m = -INFINITY, l = 0.0f;
-    for (int c = s; c * ATT_CHUNK < n_pos; c += n_split) {
-        const int p_end = min((c + 1) * ATT_CHUNK, n_pos);
-        for (int p = c * ATT_CHUNK + w; p < p_end; p += nw) {
-            const int64_t off = att_slot(bt, a.block_size, p) * kv_dim + (int64_t)g * hd;
-            const float *kp = a.k_cache + off, *vp = a.v_cache + off;
+
+    for (int c0 = pb; c0 < pe; c0 += DEC_SUB) {
+        const int n = min(DEC_SUB, pe - c0);
+        for (int j0 = 0; j0 < n; j0 += ngrp) { /* uniform trip count: every lane shuffles */
+            const int j = j0 + gi;
             float dot = 0.0f;
+            if (j < n) {
+                const float *kp = kbase + att_slot(bt, a.block_size, c0 + j) * kv_dim;
+                if (VEC) {
 #pragma unroll
-            for (int j = 0; j < ATT_MAXJ; j++) {
-                const int d = lane + j * ws;
-                if (d < hd) dot += qv[j] * kp[d];
-            }
-            const float sc = rf_warp_sum(dot) * a.scale;
-            const float m_new = sc > m ? sc : m;
-            const float corr = expf(m - m_new);
-            const float wt = expf(sc - m_new);
-            l = l * corr + wt;
+                    for (int q4 = 0; q4 < DEC_MAXQ / 4; q4++) {
+                        const int d = 4 * gl + 32 * q4;
+                        if (d < hd) {
+                            const float4 k4 = *(const float4 *)(kp + d);
+                            dot += qv[4 * q4] * k4.x + qv[4 * q4 + 1] * k4.y + qv[4 * q4 + 2] * k4.z +
+                                   qv[4 * q4 + 3] * k4.w;
+                        }
+                    }
+                } else {
 #pragma unroll
-            for (int j = 0; j < ATT_MAXJ; j++) {
-                const int d = lane + j * ws;
-                if (d < hd) acc[j] = acc[j] * corr + wt * vp[d];
+                    for (int jj = 0; jj < DEC_MAXQ; jj++) {
+                        const int d = gl + DEC_GRP * jj;
+                        if (d < hd) dot += qv[jj] * kp[d];
+                    }
+                }
             }
-            m = m_new;
+            dot += RF_SHFL_XOR(dot, 4);
+            dot += RF_SHFL_XOR(dot, 2);
+            dot += RF_SHFL_XOR(dot, 1);
+            if (j < n && gl == 0) sc[j] = dot * a.scale;
         }
-    }
-    /* merge the warps of this block */
-    extern __shared__ float sm[]; /* [nw][hd] acc, then [nw] m, [nw] l */
-    float *sacc = sm, *sm_m = sm + nw * hd, *sm_l = sm_m + nw;
+        __syncthreads();
+        float mx = -INFINITY;
+        for (int j = tid; j < n; j += nt) mx = fmaxf(mx, sc[j]);
+        mx = rf_block_max(mx, red); /* a NaN score is skipped here but makes w, l and acc NaN below */
+        const float m_new = fmaxf(m, mx);
+        const float corr = expf(m - m_new); /* m = -inf: 0 */
+        float ps = 0.0f;
+        for (int j = tid; j < n; j += nt) {
+            const float w = expf(sc[j] - m_new);
+            sc[j] = w;
+            ps += w;
+        }
+        ps = rf_block_sum(ps, red); /* ends with a barrier: sc[] holds the weights */
+        l = l * corr + ps;
+        m = m_new;
+        if (pg < npg) {
 #pragma unroll
-    for (int j = 0; j < ATT_MAXJ; j++) {
-        const int d = lane + j * ws;
-        if (d < hd) sacc[w * hd + d] = acc[j];
+            for (int e = 0; e < 4; e++) acc[e] *= corr;
+#pragma unroll 4
+            for (int j = pg; j < n; j += npg) {
+                const float w = sc[j];
+                const float *vp = vbase + att_slot(bt, a.block_size, c0 + j) * kv_dim;
+                if (VEC) {
+                    const float4 v4 = *(const float4 *)(vp + 4 * ds);
+                    acc[0] += w * v4.x;
+                    acc[1] += w * v4.y;
+                    acc[2] += w * v4.z;
+                    acc[3] += w * v4.w;
+                } else {
+                    acc[0] += w * vp[ds];
+                }
+            }
+        }
+        __syncthreads(); /* sc[] is rewritten by the next sub-chunk */
     }
-    if (lane == 0) {
-        sm_m[w] = m;
-        sm_l[w] = l;
+    float *dst = part + ((int64_t)th * n_split + s) * (hd + 2);
+    if (pg < npg) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) accs[tid * 4 + e] = acc[e];
     }
     __syncthreads();
-    float M = -INFINITY;
-    for (int i = 0; i < nw; i++) M = sm_m[i] > M ? sm_m[i] : M;
-    float *dst = part + ((int64_t)th * n_split + s) * (hd + 2);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    for (int d = tid; d < hd; d += nt) {
+        const int slot = VEC ? d / 4 : d, e = VEC ? d % 4 : 0;
         float v = 0.0f;
-        for (int i = 0; i < nw; i++)
-            if (sm_l[i] != 0.0f) v += sacc[i * hd + d] * expf(sm_m[i] - M);
-        dst[2 + d] = v;
+        for (int i = 0; i < npg; i++) v += accs[(i * nd + slot) * 4 + e];
+        dst[2 + d] = l != 0.0f ? v : 0.0f;
     }
-    if (threadIdx.x == 0) {
-        float L = 0.0f;
-        for (int i = 0; i < nw; i++)
-            if (sm_l[i] != 0.0f) L += sm_l[i] * expf(sm_m[i] - M);
-        dst[0] = M;
-        dst[1] = L;
+    if (tid == 0) {
+        dst[0] = l != 0.0f ? m : -INFINITY;
+        dst[1] = l;
     }
 }
 
@@ -128,11 +183,12 @@ extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
     if (a->n_tokens <= 0) return 0;
     if (n_split < 1) n_split = 1;
-    const int bs = 128;
-    const int nw_max = bs / 16; /* upper bound on warps per block for any warp size >= 16 */
-    const size_t smem = ((size_t)nw_max * a->head_dim + 2 * nw_max) * sizeof(float);
     dim3 grid((unsigned)(a->n_tokens * a->n_head), (unsigned)n_split);
-    attn_split_kernel<<<grid, bs, smem, (gpuStream_t)stream>>>(*a, scratch);
+    const bool vec = a->head_dim % 4 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
+    if (vec)
+        attn_split_kernel<true><<<grid, DEC_THREADS, 0, (gpuStream_t)stream>>>(*a, scratch);
+    else
+        attn_split_kernel<false><<<grid, DEC_THREADS, 0, (gpuStream_t)stream>>>(*a, scratch);
     int rc = (int)gpuGetLastError();
     if (rc) return rc;
     attn_combine_kernel<<<a->n_tokens * a->n_head, 128, 0, (gpuStream_t)stream>>>(scratch, n_split, a->head_dim,
@@ -277,8 +333,247 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_at
     }
 }
 
+/* ---- prefill on tensor cores (CUDA sm_80+ only) -------------------------------------------------
+ * attn_mma_kernel<HD>: grid (ceil(n_tokens / TB), n_kv_head), 128 threads (4 warps of 32: the
+ * mma.sync fragment layout is defined for 32-lane warps, and this path is compiled for CUDA only).
+ * A block takes FA_BR = 64 "rows", each a (token, query head) pair of one GQA group g = blockIdx.y:
+ * with G = n_head / n_kv_head heads per group, row r is token t0 + r / G, head g * G + r % G, for
+ * r < TB * G, TB = 64 / G (G <= 64): the K/V tiles of group g are loaded once for all its heads.
+ * Warp w owns rows 16w..16w+15. For each distinct sequence among the block's rows, K/V tiles of
+ * FA_BC = 64 positions (0 .. the rows' largest position) are converted f32 -> f16 into shared
+ * memory (K as [pos][dim], V transposed [dim][pos]; positions past that largest one are zeroed);
+ * S = Q K^T and O += P V run on mma.sync m16n8k16 (f16 operands, f32 accumulation), with a
+ * per-row online softmax in base 2 (scale * log2 e folded in) in registers. A row sees position p
+ * iff it belongs to the tile's sequence and p <= its pos (mask applied by selection, so K values
+ * it cannot see never matter). P V of rows of other sequences is computed but dropped, so a NaN of
+ * one sequence never reaches another. Precision: q, k, v and the weights p are rounded to f16
+ * (11 significant bits), scores and sums are f32: outputs differ from the CPU by ~1e-3 relative
+ * of the output scale. Limits (the launcher checks them or documents them): |q|, |k|, |v| < 65504
+ * (f16 range); a NaN/inf v at a position p can turn rows of the same sequence at positions < p
+ * in the same 64-position tile into NaN (0 * NaN), which the scalar path does not. */
+#if RF_GPU_CUDA
+#define FA_BR 64
+#define FA_BC 64
+
+static __device__ __forceinline__ uint32_t fa_pack(float x, float y) {
+    const __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap(); /* never launched below sm_80 (the launcher checks the device) */
+#endif
+}
+static __device__ __forceinline__ uint32_t fa_ld32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
+
+template <int HD>
+static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a) {
+    constexpr int KS = HD + 8;    /* k_s row stride (halves): fragment reads conflict-free */
+    constexpr int VS = FA_BC + 2; /* vt_s row stride (halves): an odd number of words */
+    __shared__ __align__(16) __half k_s[FA_BC * KS];
+    __shared__ __align__(16) __half vt_s[HD * VS];
+    __shared__ int seq_s[FA_BR], pos_s[FA_BR];
+    const int G = a.n_head / a.n_kv_head, TB = FA_BR / G;
+    const int g = blockIdx.y, t0 = blockIdx.x * TB;
+    const int kv_dim = a.n_kv_head * HD, q_dim = a.n_head * HD;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, tg = lane & 3;
+    for (int r = tid; r < FA_BR; r += blockDim.x) {
+        const int t = t0 + r / G;
+        const bool ok = r < TB * G && t < a.n_tokens;
+        seq_s[r] = ok ? a.seq_row[t] : -1;
+        pos_s[r] = ok ? a.pos[t] : -1;
+    }
+    __syncthreads();
+    /* this thread's rows: r0 (fragment rows gr) and r1 (gr + 8) of its warp */
+    const int r0 = warp * 16 + gr, r1 = r0 + 8;
+    const int sq0 = seq_s[r0], sq1 = seq_s[r1], ps0 = pos_s[r0], ps1 = pos_s[r1];
+    const float *q0 = sq0 >= 0 ? a.q + (int64_t)(t0 + r0 / G) * q_dim + (int64_t)(g * G + r0 % G) * HD : NULL;
+    const float *q1 = sq1 >= 0 ? a.q + (int64_t)(t0 + r1 / G) * q_dim + (int64_t)(g * G + r1 % G) * HD : NULL;
+    uint32_t qa[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const int d = kk * 16 + tg * 2;
+        float2 x0 = make_float2(0.f, 0.f), x1 = x0, x2 = x0, x3 = x0;
+        if (q0) { x0 = *(const float2 *)(q0 + d); x2 = *(const float2 *)(q0 + d + 8); }
+        if (q1) { x1 = *(const float2 *)(q1 + d); x3 = *(const float2 *)(q1 + d + 8); }
+        qa[kk][0] = fa_pack(x0.x, x0.y);
+        qa[kk][1] = fa_pack(x1.x, x1.y);
+        qa[kk][2] = fa_pack(x2.x, x2.y);
+        qa[kk][3] = fa_pack(x3.x, x3.y);
+    }
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    const float sl2 = a.scale * 1.4426950408889634f;
+
+    for (int rr = 0; rr < FA_BR; rr++) {
+        const int sq = seq_s[rr];
+        if (sq < 0) continue;
+        bool first = true;
+        for (int r = 0; r < rr && first; r++) first = seq_s[r] != sq;
+        if (!first) continue; /* handled with an earlier row */
+        int maxp = 0;
+        for (int r = rr; r < FA_BR; r++)
+            if (seq_s[r] == sq && pos_s[r] > maxp) maxp = pos_s[r];
+        const int32_t *bt = a.block_table + (int64_t)sq * a.max_blocks;
+        const bool in0 = sq0 == sq, in1 = sq1 == sq;
+        int wmax = max(in0 ? ps0 : -1, in1 ? ps1 : -1); /* largest position this warp needs */
+        for (int o2 = 16; o2 > 0; o2 >>= 1) wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o2));
+
+        for (int p0 = 0; p0 <= maxp; p0 += FA_BC) {
+            __syncthreads(); /* the previous tile is consumed */
+            for (int i = tid; i < FA_BC * HD / 4; i += blockDim.x) {
+                const int j = i / (HD / 4), d = (i % (HD / 4)) * 4, p = p0 + j;
+                float4 kv = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (p <= maxp) kv = *(const float4 *)(a.k_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
+                uint2 u;
+                u.x = fa_pack(kv.x, kv.y);
+                u.y = fa_pack(kv.z, kv.w);
+                *reinterpret_cast<uint2 *>(k_s + j * KS + d) = u;
+            }
+            for (int i = tid; i < (FA_BC / 2) * (HD / 4); i += blockDim.x) {
+                const int jp = i % (FA_BC / 2), d = (i / (FA_BC / 2)) * 4, p = p0 + 2 * jp;
+                float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
+                if (p <= maxp) va = *(const float4 *)(a.v_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
+                if (p + 1 <= maxp)
+                    vb = *(const float4 *)(a.v_cache + att_slot(bt, a.block_size, p + 1) * kv_dim + g * HD + d);
+                __half *dst = vt_s + d * VS + 2 * jp;
+                *reinterpret_cast<uint32_t *>(dst) = fa_pack(va.x, vb.x);
+                *reinterpret_cast<uint32_t *>(dst + VS) = fa_pack(va.y, vb.y);
+                *reinterpret_cast<uint32_t *>(dst + 2 * VS) = fa_pack(va.z, vb.z);
+                *reinterpret_cast<uint32_t *>(dst + 3 * VS) = fa_pack(va.w, vb.w);
+            }
+            __syncthreads();
+            if (p0 > wmax) continue; /* warp-uniform: no row of this warp sees this tile */
+
+            float sfr[FA_BC / 8][4];
+#pragma unroll
+            for (int n = 0; n < FA_BC / 8; n++) sfr[n][0] = sfr[n][1] = sfr[n][2] = sfr[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+                for (int n = 0; n < FA_BC / 8; n++) {
+                    const __half *kp = k_s + (n * 8 + gr) * KS + kk * 16 + tg * 2;
+                    fa_mma(sfr[n], qa[kk], fa_ld32(kp), fa_ld32(kp + 8));
+                }
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < FA_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int p = p0 + n * 8 + tg * 2 + (e & 1);
+                    const bool vis = e < 2 ? (in0 && p <= ps0) : (in1 && p <= ps1);
+                    const float v = vis ? sfr[n][e] * sl2 : -INFINITY;
+                    sfr[n][e] = v;
+                    if (e < 2) mx0 = fmaxf(mx0, v);
+                    else mx1 = fmaxf(mx1, v);
+                }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            const float c0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+            const float c1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+            const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+            float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+            for (int n = 0; n < FA_BC / 8; n++) {
+                sfr[n][0] = exp2f(sfr[n][0] - b0);
+                sfr[n][1] = exp2f(sfr[n][1] - b0);
+                sfr[n][2] = exp2f(sfr[n][2] - b1);
+                sfr[n][3] = exp2f(sfr[n][3] - b1);
+                s0 += sfr[n][0] + sfr[n][1];
+                s1 += sfr[n][2] + sfr[n][3];
+            }
+            l0 = l0 * c0 + s0;
+            l1 = l1 * c1 + s1;
+            m0 = mn0;
+            m1 = mn1;
+            uint32_t pa[FA_BC / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < FA_BC / 16; kk++) {
+                pa[kk][0] = fa_pack(sfr[2 * kk][0], sfr[2 * kk][1]);
+                pa[kk][1] = fa_pack(sfr[2 * kk][2], sfr[2 * kk][3]);
+                pa[kk][2] = fa_pack(sfr[2 * kk + 1][0], sfr[2 * kk + 1][1]);
+                pa[kk][3] = fa_pack(sfr[2 * kk + 1][2], sfr[2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++) {
+                float tacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int kk = 0; kk < FA_BC / 16; kk++) {
+                    const __half *vp = vt_s + (n * 8 + gr) * VS + kk * 16 + tg * 2;
+                    fa_mma(tacc, pa[kk], fa_ld32(vp), fa_ld32(vp + 8));
+                }
+                o[n][0] = in0 ? o[n][0] * c0 + tacc[0] : o[n][0];
+                o[n][1] = in0 ? o[n][1] * c0 + tacc[1] : o[n][1];
+                o[n][2] = in1 ? o[n][2] * c1 + tacc[2] : o[n][2];
+                o[n][3] = in1 ? o[n][3] * c1 + tacc[3] : o[n][3];
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float *out0 = sq0 >= 0 ? a.out + (int64_t)(t0 + r0 / G) * q_dim + (int64_t)(g * G + r0 % G) * HD : NULL;
+    float *out1 = sq1 >= 0 ? a.out + (int64_t)(t0 + r1 / G) * q_dim + (int64_t)(g * G + r1 % G) * HD : NULL;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        const int d = n * 8 + tg * 2;
+        if (out0) *(float2 *)(out0 + d) = make_float2(o[n][0] / l0, o[n][1] / l0);
+        if (out1) *(float2 *)(out1 + d) = make_float2(o[n][2] / l1, o[n][3] / l1);
+    }
+}
+#endif
+
+static int g_attn_tc_enabled = 1;
+
+/* 1 when the tensor-core prefill path will run for head dim hd on the current device. */
+static int attn_tc_usable(int hd) {
+#if RF_GPU_CUDA
+    static int cc_major = -1;
+    if (cc_major < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            cc_major = 0;
+    }
+    return g_attn_tc_enabled && cc_major >= 8 && (hd == 64 || hd == 128);
+#else
+    (void)hd;
+    return 0;
+#endif
+}
+
+extern "C" int rf_gpu_attention_prefill_tc(int enable, int head_dim) {
+    if (enable >= 0) g_attn_tc_enabled = enable != 0;
+    return attn_tc_usable(head_dim);
+}
+
 extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a) {
     if (a->n_tokens <= 0) return 0;
+#if RF_GPU_CUDA
+    const int G = a->n_kv_head > 0 ? a->n_head / a->n_kv_head : 0;
+    const bool aligned = (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0) &&
+                         (((uintptr_t)a->q | (uintptr_t)a->out) % 8 == 0);
+    if (G >= 1 && G <= FA_BR && aligned && attn_tc_usable(a->head_dim)) {
+        const int TB = FA_BR / G;
+        dim3 grid((unsigned)((a->n_tokens + TB - 1) / TB), (unsigned)a->n_kv_head);
+        if (a->head_dim == 64)
+            attn_mma_kernel<64><<<grid, 128, 0, (gpuStream_t)stream>>>(*a);
+        else
+            attn_mma_kernel<128><<<grid, 128, 0, (gpuStream_t)stream>>>(*a);
+        return (int)gpuGetLastError();
+    }
+#endif
     const size_t smem = attn_tile_smem(a->head_dim);
     if (smem > 48 * 1024) {
         int rc = (int)gpuFuncSetMaxDynSmem(attn_tile_kernel, smem);

@@ -52,6 +52,13 @@ size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
 int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);
+/* Prefill on tensor cores (CUDA sm_80+, head_dim 64 or 128, n_head / n_kv_head <= 64, 16-byte
+ * aligned caches): f16 operands, f32 accumulation, ~1e-3 relative; other cases take the scalar
+ * path. enable: 1 allow (the default), 0 forbid, < 0 leave as is. Returns 1 when the tensor-core
+ * path would run for head_dim on the current device. Not thread-safe (a process-wide switch for
+ * tests and benchmarks). */
+#define RF_GPU_ATTN_TC 1
+int rf_gpu_attention_prefill_tc(int enable, int head_dim);
 
 /* elementwise.cu */
 int rf_gpu_swiglu(void *stream, const float *gate, const float *up, int64_t n, float *out);

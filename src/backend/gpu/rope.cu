@@ -3,7 +3,8 @@
 #include "gpu_port.h"
 #include "kernels.h"
 
-/* rope_store_kv_kernel: one block per token t (grid n_tokens).
+/* rope_store_kv_kernel: grid (n_tokens, ceil((n_head + n_kv_head) / ROPE_HPB)); block (t, y)
+ * takes heads y * ROPE_HPB .. (+ROPE_HPB) of token t, counting q heads first, then k heads.
  *   q: [n_tokens][n_head * head_dim], k: [n_tokens][n_kv_head * head_dim], rotated in place;
  *   v: [n_tokens][n_kv_head * head_dim]; k_cache, v_cache: [n_slots][n_kv_head * head_dim],
  *   row slot[t] receives token t's rotated k and its v (skipped when k_cache is NULL).
@@ -12,28 +13,40 @@
  * through. base^(-2i/n_rot) and sin/cos are evaluated in f64 and rounded to f32 (the CPU's
  * powf/sinf/cosf are correctly rounded or nearly so), theta in f32 in the CPU's order, and the
  * rotation without FMA contraction: results match the CPU to an ulp or so of theta (theta grows
- * with the position, so at position 5000 an ulp of theta is ~5e-4 rad).
+ * with the position, so at position 5000 an ulp of theta is ~5e-4 rad). The n_rot/2 (cos, sin)
+ * pairs are computed once per block into shared memory (f64 sin/cos once per pair, not once per
+ * pair and head), then every head of the block is rotated from the table.
  * Every element is touched by one thread only: no intra-block ordering is needed.
- * NaN/inf in q/k propagate into their pair; a NaN factor or angle makes the pair NaN. */
+ * NaN/inf in q/k propagate into their pair; a NaN factor or angle makes the pair NaN.
+ * n_rot <= 2 * ROPE_MAX_HALF. */
+#define ROPE_HPB 8
+#define ROPE_MAX_HALF 256
 static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *slot, int mode, int n_rot, float base,
                                             float freq_scale, const float *freq_factors, int n_head, int n_kv_head,
                                             int head_dim, float *q, float *k, const float *v, float *k_cache,
                                             float *v_cache) {
+    __shared__ float cs_s[ROPE_MAX_HALF], sn_s[ROPE_MAX_HALF];
     const int t = blockIdx.x;
     const int half = n_rot / 2;
     const float p = (float)pos[t];
-    const int n_pairs = (n_head + n_kv_head) * half;
+    const int h_lo = blockIdx.y * ROPE_HPB, h_hi = min(h_lo + ROPE_HPB, n_head + n_kv_head);
     const int kv_dim = n_kv_head * head_dim;
     float *kc = k_cache ? k_cache + (int64_t)slot[t] * kv_dim : NULL;
     float *vc = v_cache ? v_cache + (int64_t)slot[t] * kv_dim : NULL;
     float *qt = q + (int64_t)t * n_head * head_dim;
     float *kt = k + (int64_t)t * kv_dim;
-    for (int idx = threadIdx.x; idx < n_pairs; idx += blockDim.x) {
-        const int hh = idx / half, i = idx % half;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
         const float freq = (float)pow((double)base, (double)(-2.0f * (float)i / (float)n_rot));
         float theta = p * freq_scale * freq;
         if (freq_factors) theta = theta / freq_factors[i];
-        const float c = (float)cos((double)theta), s = (float)sin((double)theta);
+        cs_s[i] = (float)cos((double)theta);
+        sn_s[i] = (float)sin((double)theta);
+    }
+    __syncthreads();
+    const int n_pairs = (h_hi - h_lo) * half;
+    for (int idx = threadIdx.x; idx < n_pairs; idx += blockDim.x) {
+        const int hh = h_lo + idx / half, i = idx % half;
+        const float c = cs_s[i], s = sn_s[i];
         const bool is_k = hh >= n_head;
         float *vec = is_k ? kt + (int64_t)(hh - n_head) * head_dim : qt + (int64_t)hh * head_dim;
         const int a = mode == RF_ROPE_NEOX ? i : 2 * i;
@@ -49,9 +62,10 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
             kd[b] = y1;
         }
     }
-    /* dims not rotated (>= n_rot) of k, and all of v, go to the cache as they are */
-    if (kc) {
-        for (int idx = threadIdx.x; idx < kv_dim; idx += blockDim.x) {
+    /* dims not rotated (>= n_rot) of this block's k heads, and their v, go to the cache as they are */
+    const int k_lo = max(h_lo, n_head) - n_head, k_hi = h_hi - n_head;
+    if (kc && k_hi > k_lo) {
+        for (int idx = k_lo * head_dim + threadIdx.x; idx < k_hi * head_dim; idx += blockDim.x) {
             if (idx % head_dim >= 2 * half) kc[idx] = kt[idx];
             vc[idx] = v[(int64_t)t * kv_dim + idx];
         }
@@ -62,7 +76,15 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
                                     const rf_rope *rope, int n_head, int n_kv_head, int head_dim, float *q, float *k,
                                     const float *v, float *k_cache, float *v_cache) {
     if (n_tokens <= 0) return 0;
-    rope_store_kv_kernel<<<n_tokens, 256, 0, (gpuStream_t)stream>>>(
+    if (rope->n_rot / 2 > ROPE_MAX_HALF) {
+#if RF_GPU_HIP
+        return (int)hipErrorInvalidValue;
+#else
+        return (int)cudaErrorInvalidValue;
+#endif
+    }
+    dim3 grid((unsigned)n_tokens, (unsigned)((n_head + n_kv_head + ROPE_HPB - 1) / ROPE_HPB));
+    rope_store_kv_kernel<<<grid, 256, 0, (gpuStream_t)stream>>>(
         pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
         head_dim, q, k, v, k_cache, v_cache);
     return (int)gpuGetLastError();

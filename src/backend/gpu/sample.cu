@@ -215,14 +215,125 @@ sample_kernel(const float *logits, int nv, rf_sample_params P, const int32_t *hi
     if (tid == 0) *token_out = chosen;
 }
 
+/* ---- greedy without penalties: a multi-block argmax ---------------------------------------------
+ * argmax_part_kernel: grid ARGMAX_BLOCKS(nv) blocks of ARGMAX_THREADS; block b scans the ids
+ * b*bs+tid, stepping by gridDim*bs, keeping the first maximum (the CPU's scan order: a later id
+ * wins only with a strictly larger value; NaN never wins here), combined in (value desc, id asc)
+ * order, which is the same first maximum. With `lp`, it also writes its max bm (NaN ignored) and
+ * sum_i e^(x_i - bm) in f64 (0 when bm = -inf). Partials: float val, int id, double bm, double sum.
+ * argmax_final_kernel: one block; merges the partials in the same orders, applies the CPU's rules
+ * (a NaN at id 0 wins; all-NaN gives 0) and writes the token and, with logprob_out,
+ * x_chosen - M - log(S) (NaN when every logit is -inf, as in the single-block path). */
+#define ARGMAX_THREADS 256
+#define ARGMAX_MAX_BLOCKS 128
+static int argmax_blocks(int nv) {
+    int b = (nv + ARGMAX_THREADS * 8 - 1) / (ARGMAX_THREADS * 8);
+    return b < 1 ? 1 : b > ARGMAX_MAX_BLOCKS ? ARGMAX_MAX_BLOCKS : b;
+}
+struct argmax_part {
+    double bm, sum;
+    float val;
+    int id;
+};
+
+static __global__ void __launch_bounds__(ARGMAX_THREADS)
+argmax_part_kernel(const float *logits, int nv, int want_lp, argmax_part *part) {
+    __shared__ float shf[RF_MAX_WARPS];
+    __shared__ int shi[RF_MAX_WARPS];
+    __shared__ double shd[RF_MAX_WARPS];
+    const int tid = threadIdx.x, bs = blockDim.x, lane = tid % warpSize, w = tid / warpSize;
+    float bv = -INFINITY, mx = -INFINITY;
+    int bi = INT_MAX;
+    for (int i = blockIdx.x * bs + tid; i < nv; i += gridDim.x * bs) {
+        const float v = logits[i];
+        if (v > bv || (v == bv && bi == INT_MAX)) {
+            bv = v;
+            bi = i;
+        }
+        mx = v > mx ? v : mx;
+    }
+    for (int o = warpSize / 2; o > 0; o >>= 1) {
+        const float ov = RF_SHFL_XOR(bv, o);
+        const int oi = RF_SHFL_XOR(bi, o);
+        if (before(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    if (lane == 0) {
+        shf[w] = bv;
+        shi[w] = bi;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        for (int i = 1; i < bs / warpSize; i++)
+            if (before(shf[i], shi[i], bv, bi)) {
+                bv = shf[i];
+                bi = shi[i];
+            }
+        part[blockIdx.x].val = bv;
+        part[blockIdx.x].id = bi;
+    }
+    if (want_lp) {
+        __syncthreads();
+        const float bm = rf_block_max(mx, shf);
+        double sm = 0.0;
+        for (int i = blockIdx.x * bs + tid; i < nv; i += gridDim.x * bs) {
+            const float x = logits[i]; /* bm = -inf: only a NaN counts (and makes the sum NaN) */
+            sm += bm != -INFINITY ? exp((double)x - bm) : x != x ? (double)x : 0.0;
+        }
+        sm = rf_block_sum_d(sm, shd);
+        if (tid == 0) {
+            part[blockIdx.x].bm = bm;
+            part[blockIdx.x].sum = sm;
+        }
+    }
+}
+
+static __global__ void argmax_final_kernel(const float *logits, int nb, const argmax_part *part, int32_t *token_out,
+                                           float *logprob_out) {
+    if (threadIdx.x != 0) return;
+    float v = part[0].val;
+    int id = part[0].id;
+    double M = -INFINITY;
+    for (int b = 0; b < nb; b++) {
+        if (before(part[b].val, part[b].id, v, id)) {
+            v = part[b].val;
+            id = part[b].id;
+        }
+        if (logprob_out) M = part[b].bm > M ? part[b].bm : M;
+    }
+    const int chosen = (logits[0] != logits[0] || id == INT_MAX) ? 0 : id;
+    *token_out = chosen;
+    if (logprob_out) {
+        double S = 0.0;
+        if (M == -INFINITY) S = NAN; /* every logit -inf (or NaN): the single-block path's NaN */
+        else
+            for (int b = 0; b < nb; b++) S += part[b].sum * exp(part[b].bm - M);
+        *logprob_out = (float)((double)logits[chosen] - M - log(S));
+    }
+}
+
 extern "C" size_t rf_gpu_sample_scratch(int n_vocab) {
-    return (size_t)(2 * (size_t)n_vocab + 2 * (size_t)sample_npad(n_vocab)) * 4;
+    return (size_t)(2 * (size_t)n_vocab + 2 * (size_t)sample_npad(n_vocab)) * 4 +
+           ARGMAX_MAX_BLOCKS * sizeof(argmax_part);
 }
 
 extern "C" int rf_gpu_sample(void *stream, const float *logits, int n_vocab, const rf_sample_params *p,
                              const int32_t *history, int n_history, float u, int32_t *token_out, float *logprob_out,
                              void *scratch) {
     if (n_vocab <= 0) return 0;
+    const bool penalize = p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f || p->presence_penalty != 0.0f;
+    if (p->temp <= 0.0f && !(penalize && n_history > 0 && p->penalty_last_n != 0)) {
+        const int nb = argmax_blocks(n_vocab);
+        argmax_part *part = (argmax_part *)scratch; /* nb <= ARGMAX_MAX_BLOCKS partials fit */
+        argmax_part_kernel<<<nb, ARGMAX_THREADS, 0, (gpuStream_t)stream>>>(logits, n_vocab, logprob_out != NULL,
+                                                                             part);
+        int rc = (int)gpuGetLastError();
+        if (rc) return rc;
+        argmax_final_kernel<<<1, 64, 0, (gpuStream_t)stream>>>(logits, nb, part, token_out, logprob_out);
+        return (int)gpuGetLastError();
+    }
     sample_kernel<<<1, SAMPLE_THREADS, 0, (gpuStream_t)stream>>>(logits, n_vocab, *p, history, n_history, u, token_out,
                                                                  logprob_out, (float *)scratch);
     return (int)gpuGetLastError();
