@@ -7,7 +7,11 @@
  *   embed (all types), get_rows, copy_block, scale, causal mask, greedy sampling: exact
  *   rmsnorm, softmax rows, swiglu: 1e-5 relative (parallel sums / expf ulps)
  *   rope: 2e-3 absolute on values in [-1, 1] (an ulp of theta at position 5000 is 5e-4 rad)
- *   attention: 1e-4 absolute + 1e-4 relative (summation order over up to 5000 positions)
+ *   attention: 1e-4 absolute + 1e-4 relative (summation order over up to 5000 positions);
+ *     the tensor-core prefill (CUDA sm_80+, head dims 64/128) rounds q, k, v and the softmax
+ *     weights to f16 (relative error 2^-11 = 4.9e-4 each; scores of |q| <= 2, |k| <= 1, hd 128
+ *     err ~ scale * sqrt(hd) * 2 * 4.9e-4 ~ 1e-3 before the exp): 2e-3 absolute + 1e-2 relative
+ *     on outputs of magnitude <= 1 (the measured worst case is printed)
  *   seeded sampling: same token as the CPU (at most 1 in 100 draws may differ, where expf's last
  *   bit decides), log-probability 1e-4; the same seed twice gives the same tokens
  *   models: golden tolerances of ../shared/golden/README.md (stories260K 3e-3 + 48 greedy tokens) */
@@ -293,17 +297,32 @@ static void attention_case(const char *label, int n_head, int n_kv, int hd, int 
     cpu_attention(&hs, &dims, q, kc, vc, ref, 0, (int64_t)n_tok * n_head);
     rf_step ds = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, dpos, NULL, dseq, dbt, NULL};
 #if HAVE_GPU_BUILD
-    const int modes[][2] = {{0, 0}, {1, 0}, {1, 1}, {1, 3}, {2, 0}};
+    /* {mode, splits, tensor cores allowed}: mode 2 runs twice, with and without tensor cores */
+    const int modes[][3] = {{0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {1, 3, 1}, {1, 200, 1}, {2, 0, 1}, {2, 0, 0}};
     for (size_t mi = 0; mi < RF_ARRAY_LEN(modes); mi++) {
         rf_gpu_backend_set_attention(be, modes[mi][0], modes[mi][1]);
+        const int prefill = modes[mi][0] == 2 || (modes[mi][0] == 0 && n_tok > 8);
+        const int tc = prefill && rf_gpu_attention_prefill_tc(modes[mi][2], hd);
+        for (size_t i = 0; i < (size_t)n_tok * qd; i++) got[i] = -77.0f; /* poison: every output is written */
+        be->ops->upload(be, dout, got, 4 * (size_t)n_tok * qd);
         be->ops->attention(be, &ds, &dims, dq, dkc, dvc, dout);
         int rc = dget(got, dout, 4 * (size_t)n_tok * qd);
         CHECK(rc == 0, "attention %s: %s", label, rf_error());
         char what[160];
-        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kernel %s, splits %d)", label, n_head,
-                 n_kv, hd, n_tok, modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto", modes[mi][1]);
-        CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4, 1e-4);
+        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kernel %s%s, splits %d)", label,
+                 n_head, n_kv, hd, n_tok, modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto",
+                 tc ? " tensor-core" : "", modes[mi][1]);
+        if (tc && !nan_case) {
+            double worst = 0;
+            for (size_t i = 0; i < (size_t)n_tok * qd; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
+            printf("  %s: max abs error %.2e\n", what, worst);
+        }
+        if (tc)
+            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 2e-3, 1e-2);
+        else
+            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4, 1e-4);
     }
+    rf_gpu_attention_prefill_tc(1, hd);
     rf_gpu_backend_set_attention(be, 0, 0);
 #else
     (void)ds;
@@ -335,9 +354,199 @@ static void test_attention(void) {
     int len6[] = {5000, 700}, tail6[] = {33, 2};
     if (quick) len6[0] = 600;
     attention_case("long prefill 5000", 8, 1, 128, 32, len6, tail6, 2, 0);
+    /* tensor-core prefill shapes: MHA (GQA 1) at head dims 128 and 64, odd lengths, GQA 4 with a
+     * group count that leaves a partial block, and a long decode over many splits */
+    int len8[] = {131}, tail8[] = {131};
+    attention_case("prefill 131 mha hd128", 8, 8, 128, 16, len8, tail8, 1, 0);
+    int len9[] = {200, 67}, tail9[] = {67, 67};
+    attention_case("prefill 2 seqs mha hd64", 4, 4, 64, 32, len9, tail9, 2, 0);
+    attention_case("prefill 2 seqs gqa4 hd128", 12, 3, 128, 16, len9, tail9, 2, 0);
+    int len10[] = {9000}, tail10[] = {1};
+    if (quick) len10[0] = 900;
+    attention_case("decode 9000", 8, 2, 64, 64, len10, tail10, 1, 0);
     int len7[] = {20, 9}, tail7[] = {3, 9};
     attention_case("NaN in V", 4, 2, 64, 16, len7, tail7, 2, 1);
 }
+
+/* ---- micro-benchmark (group "bench", not in the default run) --------------------------------
+ * Each kernel at decode / prefill shapes of a Llama-2-7B (32 heads, hd 128) and a 1B (32/8
+ * heads, hd 64) model: `reps` launches captured into a graph, the graph replayed 7 times, the
+ * median replay / reps printed as us per call (launch gaps mostly removed, as in graph replay). */
+#if HAVE_GPU_BUILD
+#include "backend/gpu/gpu_port.h"
+static double bench_graph(void (*fn)(void *), void *arg, int reps) {
+    gpuStream_t st = (gpuStream_t)rf_gpu_backend_stream(be);
+    fn(arg); /* warm-up, eager */
+    if (gpuStreamSynchronize(st) != gpuSuccess) return -1;
+    gpuGraph_t gr;
+    gpuGraphExec_t ex;
+    if (gpuStreamBeginCapture(st, gpuStreamCaptureModeThreadLocal) != gpuSuccess) return -1;
+    for (int i = 0; i < reps; i++) fn(arg);
+    if (gpuStreamEndCapture(st, &gr) != gpuSuccess || gpuGraphInstantiate(&ex, gr) != gpuSuccess) return -1;
+    gpuEvent_t e0, e1;
+    gpuEventCreate(&e0);
+    gpuEventCreate(&e1);
+    double t[7];
+    gpuGraphLaunch(ex, st);
+    for (int k = 0; k < 7; k++) {
+        gpuEventRecord(e0, st);
+        gpuGraphLaunch(ex, st);
+        gpuEventRecord(e1, st);
+        gpuStreamSynchronize(st);
+        float ms = 0;
+        gpuEventElapsedTime(&ms, e0, e1);
+        t[k] = ms * 1000.0 / reps;
+    }
+    for (int i = 0; i < 7; i++)
+        for (int j = i + 1; j < 7; j++)
+            if (t[j] < t[i]) { double x = t[i]; t[i] = t[j]; t[j] = x; }
+    gpuEventDestroy(e0);
+    gpuEventDestroy(e1);
+    gpuGraphExecDestroy(ex);
+    gpuGraphDestroy(gr);
+    return t[3];
+}
+
+typedef struct {
+    rf_gpu_attn_args a;
+    int n_split;
+    float *scratch;
+    rf_rope rope;
+    int32_t *pos, *slot;
+    float *q, *k, *v, *kc, *vc, *x, *res, *w, *out, *lg;
+    int n_vocab, dim;
+    rf_sample_params sp;
+    int32_t *tok;
+    float *lp;
+    void *sscr;
+} bench_ctx;
+static void b_decode(void *p) { bench_ctx *c = p; rf_gpu_attention_decode(rf_gpu_backend_stream(be), &c->a, c->n_split, c->scratch); }
+static void b_prefill(void *p) { bench_ctx *c = p; rf_gpu_attention_prefill(rf_gpu_backend_stream(be), &c->a); }
+static void b_rope(void *p) {
+    bench_ctx *c = p;
+    rf_gpu_rope_store_kv(rf_gpu_backend_stream(be), c->a.n_tokens, c->pos, c->slot, &c->rope, c->a.n_head, c->a.n_kv_head,
+                         c->a.head_dim, c->q, c->k, c->v, c->kc, c->vc);
+}
+static void b_rms(void *p) { bench_ctx *c = p; rf_gpu_rmsnorm(rf_gpu_backend_stream(be), c->x, c->res, c->w, 1, c->dim, 1e-5f, c->out); }
+static void b_swiglu(void *p) { bench_ctx *c = p; rf_gpu_swiglu(rf_gpu_backend_stream(be), c->x, c->res, c->dim, c->out); }
+static void b_embed(void *p) {
+    bench_ctx *c = p;
+    rf_gpu_embed(rf_gpu_backend_stream(be), RF_TYPE_F32, c->w, 4 * (size_t)c->dim, c->dim, c->slot, 1, c->out);
+}
+static void b_sample(void *p) {
+    bench_ctx *c = p;
+    rf_gpu_sample(rf_gpu_backend_stream(be), c->lg, c->n_vocab, &c->sp, c->slot, 0, 0.5f, c->tok, c->lp, c->sscr);
+}
+
+static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd) {
+    const int bsz = 256;
+    const int ctxs[] = {128, 512, 8192, 32768};
+    const int max_ctx = 32768, max_blocks = max_ctx / bsz;
+    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd;
+    float *kh = malloc(4 * (size_t)max_ctx * kvd);
+    fill(kh, (size_t)max_ctx * kvd, -1, 1);
+    float *kc = dput(kh, 4 * (size_t)max_ctx * kvd), *vc = dput(kh, 4 * (size_t)max_ctx * kvd);
+    free(kh);
+    int32_t bt[128], pos[512], seq[512];
+    for (int i = 0; i < max_blocks; i++) bt[i] = (i * 37) % max_blocks; /* a permutation: 37 is odd */
+    float *qh = malloc(4 * 512 * qd);
+    fill(qh, 512 * qd, -1, 1);
+    float *q = dput(qh, 4 * 512 * qd), *out = be->ops->alloc(be, 4 * 512 * qd);
+    free(qh);
+    int32_t *dbt = dput(bt, sizeof bt);
+    float *scr = be->ops->alloc(be, rf_gpu_attn_decode_scratch(1, n_head, hd, 64));
+    bench_ctx c;
+    memset(&c, 0, sizeof c);
+    for (size_t ci = 0; ci < RF_ARRAY_LEN(ctxs); ci++) {
+        pos[0] = ctxs[ci] - 1;
+        seq[0] = 0;
+        int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
+        rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc, out};
+        c.a = a;
+        c.n_split = RF_MIN(64, (ctxs[ci] + 255) / 256);
+        c.scratch = scr;
+        double us = bench_graph(b_decode, &c, 50);
+        const double mb = 2.0 * ctxs[ci] * kvd * 4 / 1e6;
+        printf("BENCH %-4s attention decode ctx %5d (splits %2d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, ctxs[ci],
+               c.n_split, us, mb, mb / us * 1e-3 * 1e6 / 1e6);
+        dfree(dpos);
+        dfree(dseq);
+    }
+    for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
+    int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
+    rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc, out};
+    c.a = a;
+#ifdef RF_GPU_ATTN_TC
+    for (int tc = 1; tc >= 0; tc--) {
+        rf_gpu_attention_prefill_tc(tc, hd);
+        double us = bench_graph(b_prefill, &c, 5);
+        printf("BENCH %-4s attention prefill n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, tc ? "tensor-core" : "scalar     ",
+               us, 4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
+    }
+    rf_gpu_attention_prefill_tc(1, hd);
+#else
+    double us = bench_graph(b_prefill, &c, 5);
+    printf("BENCH %-4s attention prefill n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, "scalar     ", us,
+           4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
+#endif
+    /* rope + store at decode (1 token) */
+    int32_t slot0 = 5;
+    c.pos = dpos + 300;
+    c.slot = dput(&slot0, 4);
+    c.rope = (rf_rope){RF_ROPE_NORMAL, hd, 10000.0f, 1.0f, NULL};
+    c.q = q;
+    c.k = out;
+    c.v = out + kvd;
+    c.kc = kc;
+    c.vc = vc;
+    c.a.n_tokens = 1;
+    printf("BENCH %-4s rope_store_kv (1 token): %8.2f us\n", name, bench_graph(b_rope, &c, 50));
+    dfree(c.slot);
+    dfree(dpos);
+    dfree(dseq);
+    dfree(kc); dfree(vc); dfree(q); dfree(out); dfree(dbt); dfree(scr);
+}
+
+static void test_bench(void) {
+    bench_attn_shape("7B", 32, 32, 128);
+    bench_attn_shape("1B", 32, 8, 64);
+    bench_ctx c;
+    memset(&c, 0, sizeof c);
+    const int dim = 4096, ffn = 11008, vocabs[] = {32000, 152064};
+    float *h = malloc(4 * 152064);
+    fill(h, 152064, -10, 10);
+    c.x = dput(h, 4 * (size_t)ffn);
+    c.res = dput(h + 1000, 4 * (size_t)ffn);
+    c.w = dput(h + 2000, 4 * (size_t)dim * 8);
+    c.out = be->ops->alloc(be, 4 * (size_t)ffn);
+    c.dim = dim;
+    printf("BENCH rmsnorm dim 4096 (+residual): %8.2f us\n", bench_graph(b_rms, &c, 100));
+    c.dim = ffn;
+    printf("BENCH swiglu 11008: %8.2f us\n", bench_graph(b_swiglu, &c, 100));
+    c.dim = dim;
+    int32_t tok3 = 3;
+    c.slot = dput(&tok3, 4);
+    printf("BENCH embed f32 row 4096: %8.2f us\n", bench_graph(b_embed, &c, 100));
+    c.tok = be->ops->alloc(be, 4);
+    c.lp = be->ops->alloc(be, 4);
+    for (size_t vi = 0; vi < 2; vi++) {
+        c.n_vocab = vocabs[vi];
+        c.lg = dput(h, 4 * (size_t)c.n_vocab);
+        c.sscr = be->ops->alloc(be, rf_gpu_sample_scratch(c.n_vocab));
+        c.sp = rf_sample_params_default();
+        c.sp.temp = 0;
+        printf("BENCH sample greedy vocab %6d (+logprob): %8.2f us\n", c.n_vocab, bench_graph(b_sample, &c, 50));
+        c.sp.temp = 0.8f;
+        c.sp.top_k = 40;
+        printf("BENCH sample temp 0.8 top-k 40 vocab %6d: %8.2f us\n", c.n_vocab, bench_graph(b_sample, &c, 5));
+        dfree(c.lg);
+        dfree(c.sscr);
+    }
+    free(h);
+    dfree(c.x); dfree(c.res); dfree(c.w); dfree(c.out); dfree(c.slot); dfree(c.tok); dfree(c.lp);
+    CHECK(be->ops->sync(be) == 0, "bench: %s", rf_error());
+}
+#endif
 
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
@@ -698,6 +907,9 @@ int main(int argc, char **argv) {
     if (WANT("elementwise")) test_elementwise();
     if (WANT("sampler")) test_sampler();
     if (WANT("graph")) test_graph();
+#if HAVE_GPU_BUILD
+    if (only && strstr(only, "bench")) test_bench(); /* only when named */
+#endif
     CHECK(be->ops->sync(be) == 0, "final sync: %s", rf_error());
     rf_backend_destroy(be);
     if (!only || strstr(only, "models")) test_models();
