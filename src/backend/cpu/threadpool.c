@@ -22,8 +22,10 @@ struct rf_threadpool {
     void (*fn)(void *, int, int);
     void *ctx;
     _Atomic unsigned gen;   /* bumped once per run; workers wait for it to change */
-    _Atomic int remaining;  /* workers that have not finished the current run */
+    _Atomic int next;       /* next unclaimed ith of the current run (1 .. n-1) */
+    _Atomic int remaining;  /* claimed-or-not parts 1 .. n-1 not finished yet */
     _Atomic int stop;
+    _Atomic int sleeping;   /* workers inside (or entering) the condition-variable wait */
 };
 
 typedef struct {
@@ -37,10 +39,24 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Claims and runs parts 1 .. n-1 of the current run until none is left. Any thread may run any
+ * part: a worker that the OS has not scheduled yet (a busy machine, more threads than free
+ * cores) then costs nothing, because the caller runs its part instead of spinning for it. fn and
+ * ctx are written before `next` is reset (release), and a claim reads `next` with acquire, so a
+ * claimed part always sees its own run's fn and ctx; a late worker whose run is over finds
+ * next >= n and claims nothing. */
+static void run_parts(rf_threadpool *tp) {
+    for (;;) {
+        const int i = atomic_fetch_add_explicit(&tp->next, 1, memory_order_acq_rel);
+        if (i >= tp->n) return;
+        tp->fn(tp->ctx, i, tp->n);
+        atomic_fetch_sub_explicit(&tp->remaining, 1, memory_order_acq_rel);
+    }
+}
+
 static void *worker_main(void *arg_) {
     worker_arg *arg = arg_;
     rf_threadpool *tp = arg->tp;
-    const int ith = arg->ith;
     free(arg);
     unsigned seen = 0;
     for (;;) {
@@ -56,17 +72,18 @@ static void *worker_main(void *arg_) {
             }
             /* The run side bumps gen and then takes the mutex to broadcast, so checking gen
              * under the mutex cannot miss a wake-up. */
+            atomic_fetch_add_explicit(&tp->sleeping, 1, memory_order_seq_cst);
             pthread_mutex_lock(&tp->mu);
-            while (atomic_load_explicit(&tp->gen, memory_order_acquire) == seen &&
+            while (atomic_load_explicit(&tp->gen, memory_order_seq_cst) == seen &&
                    !atomic_load_explicit(&tp->stop, memory_order_acquire))
                 pthread_cond_wait(&tp->cv, &tp->mu);
             pthread_mutex_unlock(&tp->mu);
+            atomic_fetch_sub_explicit(&tp->sleeping, 1, memory_order_relaxed);
             spins = 0;
         }
         if (atomic_load_explicit(&tp->stop, memory_order_acquire)) return NULL;
         seen = g;
-        tp->fn(tp->ctx, ith, tp->n);
-        atomic_fetch_sub_explicit(&tp->remaining, 1, memory_order_acq_rel);
+        run_parts(tp);
     }
 }
 
@@ -114,11 +131,19 @@ void rf_threadpool_run(rf_threadpool *tp, void (*fn)(void *ctx, int ith, int nth
     tp->fn = fn;
     tp->ctx = ctx;
     atomic_store_explicit(&tp->remaining, tp->n - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&tp->gen, 1, memory_order_release);
-    pthread_mutex_lock(&tp->mu);
-    pthread_cond_broadcast(&tp->cv);
-    pthread_mutex_unlock(&tp->mu);
+    atomic_store_explicit(&tp->next, 1, memory_order_release);
+    /* Wake sleepers only when some worker may be asleep (spinning ones see gen directly). The
+     * bump of gen and the read of `sleeping` are seq_cst, as are the worker's increment of
+     * `sleeping` and its read of gen before waiting: either the worker sees the new gen, or this
+     * thread sees it sleeping and broadcasts under the mutex. */
+    atomic_fetch_add_explicit(&tp->gen, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&tp->sleeping, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&tp->mu);
+        pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+    }
     fn(ctx, 0, tp->n);
+    run_parts(tp);
     int spins = 0;
     while (atomic_load_explicit(&tp->remaining, memory_order_acquire) > 0) {
         cpu_relax();

@@ -2,7 +2,9 @@
  *
  * Contract: rf_threadpool_run(tp, fn, ctx) calls fn(ctx, ith, nth) exactly once for every
  * ith in [0, nth) (nth = rf_threadpool_size) and returns when all calls have returned; the
- * calling thread runs ith 0 itself. Workers are created once by rf_threadpool_new; between runs
+ * calling thread runs ith 0 itself, then claims any part no worker has claimed yet, so a worker
+ * that the OS has not scheduled costs no waiting (which thread runs a given ith > 0 is not
+ * fixed). Workers are created once by rf_threadpool_new; between runs
  * they spin briefly (a decode step issues hundreds of small runs back to back, and waking a
  * sleeping thread costs tens of microseconds) and then sleep on a condition variable.
  * One run at a time: rf_threadpool_run must not be called concurrently on the same pool, nor
