@@ -35,16 +35,11 @@ GPU := none
 endif
 endif
 
-# The real matmul (matmul.cu) replaces the temporary one as soon as it is in the tree.
-ifneq ($(wildcard src/backend/gpu/matmul.cu),)
-GPU_MATMUL_DEF := -DRF_HAVE_GPU_MATMUL
-endif
-
 ifeq ($(GPU),cuda)
 CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC)))
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/lib))
 GPU_OBJ += $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o)
-CFLAGS_BASE += -DRF_HAVE_CUDA $(GPU_MATMUL_DEF) -DRF_CUDA_ARCHS='"$(subst $(rf_space),$(,),$(CUDA_ARCHS:%=sm_%))"' -I$(CUDA_HOME)/include
+CFLAGS_BASE += -DRF_HAVE_CUDA -DRF_CUDA_ARCHS='"$(subst $(rf_space),$(,),$(CUDA_ARCHS:%=sm_%))"' -I$(CUDA_HOME)/include
 # cudart linked statically: the binary starts on a machine without the CUDA toolkit or driver,
 # and the backend then reports "no CUDA device" (cuBLAS, if the matmul uses it, is dlopen'ed).
 GPU_LDLIBS += $(CUDA_LIBDIR)/libcudart_static.a -ldl -lrt -lstdc++
@@ -53,7 +48,7 @@ $(BUILD)/obj/%.cu.o: %.cu $(GPU_HDR)
 	$(NVCC) $(NVCC_FLAGS) $(NVCCFLAGS) -c $< -o $@
 else ifeq ($(GPU),hip)
 GPU_OBJ += $(GPU_CU:%.cu=$(BUILD)/obj/%.hip.o)
-CFLAGS_BASE += -DRF_HAVE_HIP $(GPU_MATMUL_DEF) -D__HIP_PLATFORM_AMD__ -DRF_HIP_ARCHS='"$(subst $(rf_space),$(,),$(HIP_ARCHS))"'
+CFLAGS_BASE += -DRF_HAVE_HIP -D__HIP_PLATFORM_AMD__ -DRF_HIP_ARCHS='"$(subst $(rf_space),$(,),$(HIP_ARCHS))"'
 GPU_LDLIBS += -lamdhip64 -lstdc++
 $(BUILD)/obj/%.hip.o: %.cu $(GPU_HDR)
 	@mkdir -p $(dir $@)

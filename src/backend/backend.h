@@ -19,6 +19,7 @@
 #ifndef RF_BACKEND_H
 #define RF_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -93,6 +94,13 @@ typedef struct {
     uint64_t seed;
 } rf_sample_params;
 
+/* One output of a matmul op: y [n][w->n_out] from weight w and optional f32 bias [w->n_out]. */
+typedef struct {
+    const rf_weight *w;
+    const rf_weight *bias;
+    float *y;
+} rf_mm_out;
+
 typedef struct rf_graph rf_graph;
 
 typedef struct rf_backend_ops {
@@ -120,9 +128,15 @@ typedef struct rf_backend_ops {
     /* x += residual (if residual != NULL); out = x / rms(x) * w, per row of dim elements. */
     void (*rmsnorm)(rf_backend *be, float *x, const float *residual, const rf_weight *w, int n_rows,
                     int dim, float eps, float *out);
-    /* y[n][w->n_out] = x[n][w->n_in] * W^T (+ bias[w->n_out] when bias != NULL). */
-    void (*matmul)(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n,
-                   float *y);
+    /* The matmul family, one op so a backend can read x once, launch once per weight type and
+     * fold the RMSNorm before and the residual add after into the product. For i < n_outs:
+     *   outs[i].y[t][:] (+)= xin[t][:] * outs[i].w^T (+ outs[i].bias)
+     * xin = x [n][n_in], or, when norm != NULL, x[t] / sqrt(mean(x[t]^2) + eps) * norm (RMSNorm);
+     * accumulate: y += (the residual add), else y =. All weights share n_in. scratch: backend
+     * memory of n * n_in floats the backend may use to materialise xin (only when norm != NULL).
+     * x must not alias any y. */
+    void (*matmul)(rf_backend *be, int n_outs, const rf_mm_out *outs, const float *x, int n, const rf_weight *norm,
+                   float eps, bool accumulate, float *scratch);
     /* Rotates q [n][n_head*head_dim] in place and k [n][n_kv_head*head_dim], then writes k and v
      * rows to k_cache/v_cache at step->slot[t]. */
     void (*rope_store_kv)(rf_backend *be, const rf_step *step, const rf_rope *rope,

@@ -54,7 +54,7 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
 
     size_t nb = (size_t)p.n_batch, d = (size_t)hp->n_embd;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
-    size_t act_bytes = nb * sizeof(float) * (4 * d + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff) +
+    size_t act_bytes = nb * sizeof(float) * (3 * d + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff) +
                        nb * sizeof(float) * (size_t)hp->n_vocab;
     size_t free_mem = c->be->ops->mem_free(c->be);
     if (free_mem && kv_bytes + act_bytes > free_mem) {
@@ -68,7 +68,6 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     c->v_cache = balloc(c, kv_bytes, &ok);
     c->x = balloc(c, nb * d * 4, &ok);
     c->h = balloc(c, nb * d * 4, &ok);
-    c->delta = balloc(c, nb * d * 4, &ok);
     c->hsel = balloc(c, nb * d * 4, &ok);
     c->q = balloc(c, nb * q_dim * 4, &ok);
     c->attn = balloc(c, nb * q_dim * 4, &ok);
@@ -112,7 +111,7 @@ fail:
 
 void rf_context_free(rf_context *c) {
     if (!c) return;
-    void *bufs[] = {c->k_cache, c->v_cache, c->x, c->h, c->delta, c->hsel, c->q, c->attn, c->k, c->v,
+    void *bufs[] = {c->k_cache, c->v_cache, c->x, c->h, c->hsel, c->q, c->attn, c->k, c->v,
                     c->gate, c->up, c->logits, c->step_dev, c->d_token, c->d_logprob, c->d_history};
     for (size_t i = 0; i < RF_ARRAY_LEN(bufs); i++)
         if (bufs[i]) c->be->ops->free(c->be, bufs[i]);

@@ -17,7 +17,7 @@ struct rf_context {
     size_t layer_floats;      /* n_slots * kv_dim */
 
     /* Activations, backend memory, sized for n_batch tokens. */
-    float *x, *h, *q, *k, *v, *attn, *delta, *gate, *up, *hsel, *logits;
+    float *x, *h, *q, *k, *v, *attn, *gate, *up, *hsel, *logits;
 
     /* Step description: one int32 region in backend memory mirrored on the host, uploaded once
      * per step: tokens, pos, slot, seq_row, out_rows ([n_batch] each), then the block table. */

@@ -9,10 +9,11 @@
  *       x = x + attention(q, cache) Wo
  *       h = rmsnorm(x) * ffn_norm
  *       x = x + (silu(h Wgate) * (h Wup)) Wdown
- *   logits = (rmsnorm(x) * output_norm)[out_rows] Woutput
+ *   logits = rmsnorm(x[out_rows]) * output_norm Woutput
  *
- * Each residual add is fused into the next rmsnorm (it updates x in place). Nothing here waits
- * for the device: the whole step is enqueued and can be captured as a graph.
+ * Each RMSNorm is folded into the matmul that consumes it and each residual add into the matmul
+ * that produces it (the matmul op's norm and accumulate arguments), so a layer is seven ops.
+ * Nothing here waits for the device: the whole step is enqueued and can be captured as a graph.
  */
 #include <math.h>
 
@@ -32,32 +33,29 @@ void rf_forward(rf_context *c) {
     rf_rope rope = {hp->rope_mode, hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs.data};
 
     op->embed(be, &m->tok_embd, st->tokens, n, c->x);
-    const float *residual = NULL;
     for (int l = 0; l < hp->n_layer; l++) {
         const rf_layer *L = &m->layers[l];
         float *k_cache = c->k_cache + l * c->layer_floats;
         float *v_cache = c->v_cache + l * c->layer_floats;
 
-        op->rmsnorm(be, c->x, residual, &L->attn_norm, n, d, eps, c->h);
-        op->matmul(be, &L->wq, opt(&L->bq), c->h, n, c->q);
-        op->matmul(be, &L->wk, opt(&L->bk), c->h, n, c->k);
-        op->matmul(be, &L->wv, opt(&L->bv), c->h, n, c->v);
+        rf_mm_out qkv[3] = {{&L->wq, opt(&L->bq), c->q}, {&L->wk, opt(&L->bk), c->k}, {&L->wv, opt(&L->bv), c->v}};
+        op->matmul(be, 3, qkv, c->x, n, &L->attn_norm, eps, false, c->h);
         if (hp->has_qk_norm) {
             op->rmsnorm(be, c->q, NULL, &L->q_norm, n * hp->n_head, hp->head_dim, eps, c->q);
             op->rmsnorm(be, c->k, NULL, &L->k_norm, n * hp->n_kv_head, hp->head_dim, eps, c->k);
         }
         op->rope_store_kv(be, st, &rope, &dims, c->q, c->k, c->v, k_cache, v_cache);
         op->attention(be, st, &dims, c->q, k_cache, v_cache, c->attn);
-        op->matmul(be, &L->wo, NULL, c->attn, n, c->delta);
+        rf_mm_out attn_out = {&L->wo, NULL, c->x};
+        op->matmul(be, 1, &attn_out, c->attn, n, NULL, 0.0f, true, NULL);
 
-        op->rmsnorm(be, c->x, c->delta, &L->ffn_norm, n, d, eps, c->h);
-        op->matmul(be, &L->w_gate, NULL, c->h, n, c->gate);
-        op->matmul(be, &L->w_up, NULL, c->h, n, c->up);
+        rf_mm_out gate_up[2] = {{&L->w_gate, NULL, c->gate}, {&L->w_up, NULL, c->up}};
+        op->matmul(be, 2, gate_up, c->x, n, &L->ffn_norm, eps, false, c->h);
         op->swiglu(be, c->gate, c->up, (int64_t)n * hp->n_ff, c->gate);
-        op->matmul(be, &L->w_down, NULL, c->gate, n, c->delta);
-        residual = c->delta;
+        rf_mm_out down = {&L->w_down, NULL, c->x};
+        op->matmul(be, 1, &down, c->gate, n, NULL, 0.0f, true, NULL);
     }
-    op->rmsnorm(be, c->x, residual, &m->output_norm, n, d, eps, c->h);
-    op->get_rows(be, c->h, st->out_rows, st->n_out, d, c->hsel);
-    op->matmul(be, &m->output, NULL, c->hsel, st->n_out, c->logits);
+    op->get_rows(be, c->x, st->out_rows, st->n_out, d, c->hsel);
+    rf_mm_out logits = {&m->output, NULL, c->logits};
+    op->matmul(be, 1, &logits, c->hsel, st->n_out, &m->output_norm, eps, false, c->h);
 }

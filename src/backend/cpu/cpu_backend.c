@@ -68,8 +68,8 @@ static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf
     cpu_rmsnorm(x, residual, w->data, n_rows, dim, eps, out);
 }
 
-static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
-    cpu_impl *c = impl_of(be);
+/* One weight, y = xin W^T (+ bias), on the mode's matmul. */
+static void matmul_one(cpu_impl *c, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
     if (c->mode != RF_CPU_FAST) {
         (c->mode == RF_CPU_GGML ? cpu_matmul_ref_ggml : cpu_matmul_ref)(w, bias ? bias->data : NULL, x, n, y);
         return;
@@ -79,6 +79,29 @@ static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias,
         const float *b = bias->data;
         for (int t = 0; t < n; t++)
             for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)t * w->n_out + o] += b[o];
+    }
+}
+
+static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const float *x, int n, const rf_weight *norm,
+                      float eps, bool accumulate, float *scratch) {
+    cpu_impl *c = impl_of(be);
+    int64_t n_in = outs[0].w->n_in;
+    const float *xin = x;
+    if (norm) {
+        cpu_rmsnorm((float *)x, NULL, norm->data, n, (int)n_in, eps, scratch); /* x is only read */
+        xin = scratch;
+    }
+    for (int i = 0; i < n_outs; i++) {
+        const rf_mm_out *o = &outs[i];
+        if (!accumulate) {
+            matmul_one(c, o->w, o->bias, xin, n, o->y);
+            continue;
+        }
+        size_t len = (size_t)n * (size_t)o->w->n_out;
+        float *tmp = rf_xmalloc(len * sizeof(float));
+        matmul_one(c, o->w, o->bias, xin, n, tmp);
+        for (size_t j = 0; j < len; j++) o->y[j] += tmp[j];
+        free(tmp);
     }
 }
 

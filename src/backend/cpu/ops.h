@@ -20,7 +20,8 @@ void cpu_embed(const rf_weight *table, const int32_t *tokens, int n, float *out)
 
 /* rmsnorm: for each of n_rows rows of dim elements: if residual, x += residual (x is updated in
  * place, it is the residual stream); out = x * w / sqrt(mean(x^2) + eps), w a [dim] f32 weight.
- * The sum of squares is accumulated in f32 in index order. out may alias x. */
+ * The sum of squares is accumulated in f32 in index order. out may alias x. x is only read when
+ * residual is NULL. (The backend's matmul op applies it to its input when given a norm weight.) */
 void cpu_rmsnorm(float *x, const float *residual, const float *w, int n_rows, int dim, float eps,
                  float *out);
 

@@ -26,9 +26,7 @@
 #include "kernels.h"
 #include "profile.h"
 
-#ifdef RF_HAVE_GPU_MATMUL
 #include "matmul_gpu.h"
-#endif
 
 #if RF_GPU_HIP
 #define API_UPPER "HIP"
@@ -47,9 +45,7 @@ typedef struct {
     char name[256];
     char err[1024];
     int cc_major, cc_minor;
-#ifdef RF_HAVE_GPU_MATMUL
     rf_gpu_matmul_ctx *mm;
-#endif
     void *attn_scratch;
     size_t attn_scratch_bytes;
     void *sample_scratch;
@@ -96,9 +92,7 @@ static void gpu_destroy(rf_backend *be) {
     gpu_impl *g = G(be);
     gpuStreamSynchronize(g->stream);
     rf_gpu_profile_free(g->prof);
-#ifdef RF_HAVE_GPU_MATMUL
     rf_gpu_matmul_free(g->mm);
-#endif
     if (g->attn_scratch) gpuFree(g->attn_scratch);
     if (g->sample_scratch) gpuFree(g->sample_scratch);
     gpuStreamDestroy(g->stream);
@@ -219,37 +213,37 @@ static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf
     check_launch(g, "rmsnorm", rf_gpu_rmsnorm(g->stream, x, residual, w->data, n_rows, dim, eps, out));
 }
 
-static void op_matmul(rf_backend *be, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
+static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const float *x, int n, const rf_weight *norm,
+                      float eps, bool accumulate, float *scratch) {
     gpu_impl *g = G(be);
     if (g->err[0]) return;
-    if (bias && bias->type != RF_TYPE_F32) {
-        record(g, "matmul: bias %s must be f32, not %s", bias->name ? bias->name : "?", rf_type_name(bias->type));
+    enum { MAX_OUTS = 8 };
+    rf_gpu_mm_out mo[MAX_OUTS];
+    if (n_outs < 1 || n_outs > MAX_OUTS) {
+        record(g, "matmul: %d outputs (1..%d supported)", n_outs, MAX_OUTS);
         return;
     }
-    const float *b = bias ? bias->data : NULL;
-#ifdef RF_HAVE_GPU_MATMUL
-    if (rf_gpu_matmul(g->mm, w->type, w->data, w->n_out, w->n_in, x, n, b, y))
-        record(g, "matmul %s (%s, %lld x %lld, n=%d): %s", w->name ? w->name : "?", rf_type_name(w->type),
-               (long long)w->n_out, (long long)w->n_in, n, rf_last_error());
+    for (int i = 0; i < n_outs; i++) {
+        const rf_weight *w = outs[i].w, *bias = outs[i].bias;
+        if (bias && bias->type != RF_TYPE_F32) {
+            record(g, "matmul: bias %s must be f32, not %s", bias->name ? bias->name : "?", rf_type_name(bias->type));
+            return;
+        }
+        mo[i] = (rf_gpu_mm_out){w->type, w->data, w->n_out, bias ? bias->data : NULL, outs[i].y};
+    }
+    const rf_weight *w0 = outs[0].w;
+    if (rf_gpu_matmul_ex(g->mm, n_outs, mo, w0->n_in, x, n, norm ? norm->data : NULL, eps, accumulate, scratch))
+        record(g, "matmul %s (%s, %lld x %lld, n=%d, %d outputs): %s", w0->name ? w0->name : "?",
+               rf_type_name(w0->type), (long long)w0->n_out, (long long)w0->n_in, n, n_outs, rf_last_error());
     if (g->prof && !g->capturing) {
-        /* "matmul ffn_down q4_K n=1": the weight's role without the layer number */
-        const char *role = w->name ? w->name : "?";
+        /* "matmul ffn_gate+1 q4_K n=1": the first weight's role without the layer number */
+        const char *role = w0->name ? w0->name : "?";
         if (!strncmp(role, "blk.", 4) && strchr(role + 4, '.')) role = strchr(role + 4, '.') + 1;
         char nm[64];
-        snprintf(nm, sizeof nm, "matmul %.*s %s n%s", (int)strcspn(role, "."), role, rf_type_name(w->type),
-                 n == 1 ? "=1" : n <= 16 ? "<=16" : ">16");
+        snprintf(nm, sizeof nm, "matmul %.*s%s %s n%s", (int)strcspn(role, "."), role, n_outs > 1 ? "+" : "",
+                 rf_type_name(w0->type), n == 1 ? "=1" : n <= 16 ? "<=16" : ">16");
         rf_gpu_profile_mark(g->prof, nm);
     }
-#else
-    uint64_t rb = 0;
-    const rf_type_info *ti = rf_type_get(w->type);
-    if (!ti || !ti->supported || !rf_row_bytes(w->type, (uint64_t)w->n_in, &rb)) {
-        record(g, "matmul: weight %s of type %s is not supported on the GPU", w->name ? w->name : "?",
-               rf_type_name(w->type));
-        return;
-    }
-    check_launch(g, "matmul", rf_gpu_matmul_fallback(g->stream, w->type, w->data, (size_t)rb, w->n_out, w->n_in, x, n, b, y));
-#endif
 }
 
 static void op_rope_store_kv(rf_backend *be, const rf_step *st, const rf_rope *rope, const rf_attn_dims *d, float *q,
@@ -462,7 +456,6 @@ rf_backend *rf_gpu_backend_create(int dev) {
         free(g);
         return NULL;
     }
-#ifdef RF_HAVE_GPU_MATMUL
     g->mm = rf_gpu_matmul_init(g->stream);
     if (!g->mm) {
         rf_prefix_error("GPU matmul on %s", g->name);
@@ -470,7 +463,6 @@ rf_backend *rf_gpu_backend_create(int dev) {
         free(g);
         return NULL;
     }
-#endif
     g->prof = rf_gpu_profile_new(g->stream);
     rf_backend *be = rf_xcalloc(1, sizeof *be);
     be->ops = &gpu_ops;
