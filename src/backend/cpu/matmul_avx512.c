@@ -240,7 +240,6 @@ static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
 /* Q6_K: BS 16, b0 and nbc multiples of 16; records of 320 bytes (weights u = q in 0..63, z = 32,
  * s = d*sc). */
 static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
-    (void)ridx;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t S = b0 / 16; S < (b0 + nbc) / 16; S++, out += 16 * 320) {
         const uint8_t *sb = w + S * 210;
@@ -254,11 +253,21 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
             _mm512_store_ps((float *)(out + (4 * q + 2) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(scv, 8), 24))));
             _mm512_store_ps((float *)(out + (4 * q + 3) * 320 + 256), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(scv, 24))));
         }
+        /* quant bytes by row loads + transposes: tl[h][e] = ql dword e of half h (dwords 0-7
+         * "a", 8-15 "b"), th[e] = qh dword e (0-7 half 0, 8-15 half 1) */
+        __m512i tl[2][16], th[16];
+        for (int row = 0; row < 16; row++) {
+            const uint8_t *p = sb + ridx[row];
+            tl[0][row] = _mm512_loadu_si512((const void *)p);
+            tl[1][row] = _mm512_loadu_si512((const void *)(p + 64));
+            th[row] = _mm512_loadu_si512((const void *)(p + 128));
+        }
+        tr16(tl[0]);
+        tr16(tl[1]);
+        tr16(th);
         for (int h = 0; h < 2; h++)
             for (int p = 0; p < 8; p++) {
-                const __m512i A = _mm512_i32gather_epi32(vidx, (const void *)(sb + 64 * h + 4 * p), 1);
-                const __m512i B = _mm512_i32gather_epi32(vidx, (const void *)(sb + 64 * h + 32 + 4 * p), 1);
-                const __m512i H = _mm512_i32gather_epi32(vidx, (const void *)(sb + 128 + 32 * h + 4 * p), 1);
+                const __m512i A = tl[h][p], B = tl[h][8 + p], H = th[8 * h + p];
                 __m512i g[4];
                 g[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi32(H, 4), m30));
                 g[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi32(H, 2), m30));
