@@ -468,7 +468,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd) {
         double us = bench_graph(b_decode, &c, 50);
         const double mb = 2.0 * ctxs[ci] * kvd * 4 / 1e6;
         printf("BENCH %-4s attention decode ctx %5d (splits %2d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, ctxs[ci],
-               c.n_split, us, mb, mb / us * 1e-3 * 1e6 / 1e6);
+               c.n_split, us, mb, mb / us * 1e3);
         dfree(dpos);
         dfree(dseq);
     }

@@ -24,7 +24,8 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
  * warp size). Split s of token t takes the contiguous positions [s * per, min((s + 1) * per,
  * n_pos)), per = ceil(n_pos / n_split), with n_pos = pos[t] + 1 read from device memory: the
  * positions are always spread over all the splits, whatever context a graph was captured at. The
- * block walks its range in sub-chunks of DEC_SUB positions:
+ * block walks its range in sub-chunks of DEC_SUB positions (their cache offsets first looked up
+ * once into shared memory, so K and V loads need no dependent block-table read):
  *   1. scores: groups of DEC_GRP consecutive threads (a group never straddles a warp) take one
  *      position each, every thread a strided slice of the head dimension (float4 loads when VEC),
  *      the group's partial dots summed by xor-shuffles over 4, 2, 1 (valid for any warp size >= 8);
@@ -35,14 +36,16 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
  * At the end the position groups are summed in shared memory and the block writes its partial
  * (m, l, acc[head_dim]) to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
  * Correct for any n_split >= 1 (the split count is only a speed choice). */
-#define DEC_THREADS 256
-#define DEC_SUB 128
+#define DEC_THREADS 512
+#define DEC_SUB 256
+#define DEC_UNROLL 2
 #define DEC_GRP 8
 #define DEC_MAXQ (RF_GPU_ATTN_MAX_HEAD_DIM / DEC_GRP)
 
 template <bool VEC>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_attn_args a, float *part) {
     __shared__ float sc[DEC_SUB];
+    __shared__ int64_t off_s[DEC_SUB]; /* slot * kv_dim of each position of the sub-chunk */
     __shared__ float red[RF_MAX_WARPS];
     __shared__ float accs[DEC_THREADS * 4];
     const int tid = threadIdx.x, nt = blockDim.x;
@@ -73,33 +76,46 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_a
 
     for (int c0 = pb; c0 < pe; c0 += DEC_SUB) {
         const int n = min(DEC_SUB, pe - c0);
-        for (int j0 = 0; j0 < n; j0 += ngrp) { /* uniform trip count: every lane shuffles */
-            const int j = j0 + gi;
-            float dot = 0.0f;
-            if (j < n) {
-                const float *kp = kbase + att_slot(bt, a.block_size, c0 + j) * kv_dim;
-                if (VEC) {
+        for (int j = tid; j < n; j += nt) off_s[j] = att_slot(bt, a.block_size, c0 + j) * kv_dim;
+        __syncthreads();
+        /* DEC_UNROLL positions per group per round, their loads issued together; the trip count is
+         * uniform over the block, so every lane reaches the shuffles */
+        for (int j0 = 0; j0 < n; j0 += DEC_UNROLL * ngrp) {
+            float dot[DEC_UNROLL];
 #pragma unroll
-                    for (int q4 = 0; q4 < DEC_MAXQ / 4; q4++) {
-                        const int d = 4 * gl + 32 * q4;
-                        if (d < hd) {
-                            const float4 k4 = *(const float4 *)(kp + d);
-                            dot += qv[4 * q4] * k4.x + qv[4 * q4 + 1] * k4.y + qv[4 * q4 + 2] * k4.z +
-                                   qv[4 * q4 + 3] * k4.w;
+            for (int u = 0; u < DEC_UNROLL; u++) {
+                const int j = j0 + u * ngrp + gi;
+                dot[u] = 0.0f;
+                if (j < n) {
+                    const float *kp = kbase + off_s[j];
+                    if (VEC) {
+#pragma unroll
+                        for (int q4 = 0; q4 < DEC_MAXQ / 4; q4++) {
+                            const int d = 4 * gl + 32 * q4;
+                            if (d < hd) {
+                                const float4 k4 = *(const float4 *)(kp + d);
+                                dot[u] += qv[4 * q4] * k4.x + qv[4 * q4 + 1] * k4.y + qv[4 * q4 + 2] * k4.z +
+                                          qv[4 * q4 + 3] * k4.w;
+                            }
                         }
-                    }
-                } else {
+                    } else {
 #pragma unroll
-                    for (int jj = 0; jj < DEC_MAXQ; jj++) {
-                        const int d = gl + DEC_GRP * jj;
-                        if (d < hd) dot += qv[jj] * kp[d];
+                        for (int jj = 0; jj < DEC_MAXQ; jj++) {
+                            const int d = gl + DEC_GRP * jj;
+                            if (d < hd) dot[u] += qv[jj] * kp[d];
+                        }
                     }
                 }
             }
-            dot += RF_SHFL_XOR(dot, 4);
-            dot += RF_SHFL_XOR(dot, 2);
-            dot += RF_SHFL_XOR(dot, 1);
-            if (j < n && gl == 0) sc[j] = dot * a.scale;
+#pragma unroll
+            for (int u = 0; u < DEC_UNROLL; u++) {
+                float d = dot[u];
+                d += RF_SHFL_XOR(d, 4);
+                d += RF_SHFL_XOR(d, 2);
+                d += RF_SHFL_XOR(d, 1);
+                const int j = j0 + u * ngrp + gi;
+                if (j < n && gl == 0) sc[j] = d * a.scale;
+            }
         }
         __syncthreads();
         float mx = -INFINITY;
@@ -119,10 +135,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_a
         if (pg < npg) {
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[e] *= corr;
-#pragma unroll 4
+#pragma unroll 8
             for (int j = pg; j < n; j += npg) {
                 const float w = sc[j];
-                const float *vp = vbase + att_slot(bt, a.block_size, c0 + j) * kv_dim;
+                const float *vp = vbase + off_s[j];
                 if (VEC) {
                     const float4 v4 = *(const float4 *)(vp + 4 * ds);
                     acc[0] += w * v4.x;
@@ -134,7 +150,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_a
                 }
             }
         }
-        __syncthreads(); /* sc[] is rewritten by the next sub-chunk */
+        __syncthreads(); /* sc[] and off_s[] are rewritten by the next sub-chunk */
     }
     float *dst = part + ((int64_t)th * n_split + s) * (hd + 2);
     if (pg < npg) {
