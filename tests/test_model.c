@@ -214,8 +214,13 @@ static void test_batches(const char *device) {
             done[2] = 0;
         }
     }
-    printf("batched vs alone on %s: %d positions, max rel diff %.2e\n", device, checked, max_err);
-    CHECK(max_err < 1e-4f, "batched logits differ from alone logits by %.3e on %s", max_err, device);
+    /* CPU: the same arithmetic whatever the batch, so equal to rounding. GPU: batches of more than
+     * 16 tokens take f16-operand GEMM and tensor-core attention, smaller ones f32 matvecs, and
+     * random weights amplify that difference to ~2e-2 (measured 2.3e-2 on an H200); a cache slot
+     * or block-table mistake gives differences of order 1. */
+    float tol = strncmp(device, "gpu", 3) ? 1e-4f : 5e-2f;
+    printf("batched vs alone on %s: %d positions, max rel diff %.2e (limit %.0e)\n", device, checked, max_err, tol);
+    CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
 
     /* Fork: a shared 40-token prefix continued two ways equals each path run alone. */
     for (int s = 0; s < NS; s++) rf_seq_remove(c, seq_of[s]);
@@ -238,10 +243,10 @@ static void test_batches(const char *device) {
     const float *la = rf_get_logits(c, 0), *lf = rf_get_logits(c, 1);
     float ea = 0, ef = 0;
     for (int v = 0; v < nv; v++) {
-        ea = fmaxf(ea, fabsf(la[v] - alone[0][40 * (size_t)nv + v]));
-        ef = fmaxf(ef, fabsf(lf[v] - ref[40 * (size_t)nv + v]));
+        ea = fmaxf(ea, fabsf(la[v] - alone[0][40 * (size_t)nv + v]) / (1.0f + fabsf(alone[0][40 * (size_t)nv + v])));
+        ef = fmaxf(ef, fabsf(lf[v] - ref[40 * (size_t)nv + v]) / (1.0f + fabsf(ref[40 * (size_t)nv + v])));
     }
-    CHECK(ea < 1e-4f && ef < 1e-4f, "forked sequences differ from their alone runs (%.2e, %.2e)", ea, ef);
+    CHECK(ea < tol && ef < tol, "forked sequences differ from their alone runs (%.2e, %.2e) on %s", ea, ef, device);
     free(ref);
     rf_context_free(c2);
     rf_context_free(c);
