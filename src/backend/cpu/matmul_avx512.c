@@ -363,34 +363,90 @@ static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
     gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_g4);
 }
 
-/* f32 micro-kernel: kn packed k-steps (16 row values each) against T tokens of the packed
- * activations ([k][GTF] floats). */
-AI void mk_f32(const float *pk, int64_t kn, const int T, const float *xp, float *y, int64_t n_out, __mmask16 mask,
-               int accumulate) {
-    __m512 acc[GTF];
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)
-        acc[t] = accumulate ? _mm512_maskz_loadu_ps(mask, y + t * n_out) : _mm512_setzero_ps();
-    for (int64_t k = 0; k < kn; k++, pk += 16, xp += GTF) {
-        const __m512 wv = _mm512_load_ps(pk);
-        _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xp[t]), acc[t]);
+/* f32 micro-kernel: 32 rows (two 16-row vectors per k: pk is [k][32]) x T <= 8 tokens of the
+ * packed activations ([k][GTF] floats, starting at this pass's first token): per k two weight
+ * loads and T broadcast loads feed 2T FMAs. */
+AI void mk_f32(const float *pk, int64_t kn, const int T, const float *xp, float *y, int64_t n_out, __mmask16 m0,
+               __mmask16 m1, int accumulate) {
+    __m512 a0[8], a1[8];
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+        a0[t] = accumulate ? _mm512_maskz_loadu_ps(m0, y + t * n_out) : _mm512_setzero_ps();
+        a1[t] = accumulate ? _mm512_maskz_loadu_ps(m1, y + t * n_out + 16) : _mm512_setzero_ps();
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * n_out, mask, acc[t]);
+    for (int64_t k = 0; k < kn; k++, pk += 32, xp += GTF) {
+        const __m512 w0 = _mm512_load_ps(pk), w1 = _mm512_load_ps(pk + 16);
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+            const __m512 xv = _mm512_set1_ps(xp[t]);
+            a0[t] = _mm512_fmadd_ps(w0, xv, a0[t]);
+            a1[t] = _mm512_fmadd_ps(w1, xv, a1[t]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+        _mm512_mask_storeu_ps(y + t * n_out, m0, a0[t]);
+        _mm512_mask_storeu_ps(y + t * n_out + 16, m1, a1[t]);
+    }
 }
 
-static void mk_f32_any(const float *pk, int64_t kn, int T, const float *xp, float *y, int64_t n_out, __mmask16 mask,
-                       int acc) {
+static void mk_f32_any(const float *pk, int64_t kn, int T, const float *xp, float *y, int64_t n_out, __mmask16 m0,
+                       __mmask16 m1, int acc) {
     switch (T) {
-#define C_(n) case n: mk_f32(pk, kn, n, xp, y, n_out, mask, acc); break;
-    C_(1) C_(2) C_(3) C_(4) C_(5) C_(6) C_(7) C_(8) C_(9) C_(10) C_(11) C_(12) C_(13) C_(14) C_(15)
+#define C_(n) case n: mk_f32(pk, kn, n, xp, y, n_out, m0, m1, acc); break;
+    C_(1) C_(2) C_(3) C_(4) C_(5) C_(6) C_(7)
 #undef C_
-    default: mk_f32(pk, kn, 16, xp, y, n_out, mask, acc); break;
+    default: mk_f32(pk, kn, 8, xp, y, n_out, m0, m1, acc); break;
     }
 }
 
-/* F16 (kind 1) / BF16 (kind 2) weights against f32 activations. */
+/* Packs k-steps [k0, k0 + kn) of 16 rows (wr + ridx[i]) as f32 into pk[k * 32 + i]. */
+AI void pack_h16(const uint8_t *wr, const int32_t *ridx, int64_t k0, int64_t kn, float *pk, const int kind) {
+    const __m512i vidx = _mm512_loadu_si512((const void *)ridx);
+    int64_t k = 0;
+    for (; k + 32 <= kn; k += 32) { /* 16 rows x 32 k: row loads, transposed as dwords */
+        __m512i v[16];
+        for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_si512((const void *)(wr + ridx[i] + 2 * (k0 + k)));
+        tr16(v);
+        for (int e = 0; e < 16; e++) {
+            __m512 lo, hi;
+            if (kind == 1) {
+                lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v[e]));
+                hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v[e], 16)));
+            } else {
+                lo = _mm512_castsi512_ps(_mm512_slli_epi32(v[e], 16));
+                hi = _mm512_castsi512_ps(_mm512_and_si512(v[e], _mm512_set1_epi32((int)0xFFFF0000u)));
+            }
+            _mm512_store_ps(pk + 32 * (k + 2 * e), lo);
+            _mm512_store_ps(pk + 32 * (k + 2 * e + 1), hi);
+        }
+    }
+    for (; k + 1 < kn; k += 2) {
+        const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(wr + 2 * (k0 + k)), 1);
+        __m512 lo, hi;
+        if (kind == 1) {
+            lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+            hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+        } else {
+            lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+            hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+        }
+        _mm512_store_ps(pk + 32 * k, lo);
+        _mm512_store_ps(pk + 32 * (k + 1), hi);
+    }
+    if (k < kn) { /* odd tail: one element per row */
+        for (int i = 0; i < 16; i++) {
+            uint16_t h;
+            memcpy(&h, wr + ridx[i] + 2 * (k0 + k), 2);
+            if (kind == 1) pk[32 * k + i] = _cvtsh_ss(h);
+            else {
+                const uint32_t u = (uint32_t)h << 16;
+                memcpy(pk + 32 * k + i, &u, 4);
+            }
+        }
+    }
+}
+
 AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                       const float *x, int64_t n_tok, float *y, const int kind) {
-    float *pk = gscratch(0, sizeof(float) * 16 * KCF);
+    float *pk = gscratch(0, sizeof(float) * 32 * KCF);
     const int64_t ntg = (n_tok + GTF - 1) / GTF;
     float *xp = gscratch(1, sizeof(float) * (size_t)(ntg * GTF * n_in));
     for (int64_t tg = 0; tg < ntg; tg++) {
@@ -410,60 +466,22 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-    for (int64_t r = r0; r < r1; r += 16) {
-        const int nr = (int)RF_MIN(16, r1 - r);
-        int32_t ridx[16];
-        for (int i = 0; i < 16; i++) ridx[i] = (int32_t)((uint64_t)RF_MIN(i, nr - 1) * rb);
-        const __m512i vidx = _mm512_loadu_si512((const void *)ridx);
-        const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+    for (int64_t r = r0; r < r1; r += 32) {
+        const int nr = (int)RF_MIN(32, r1 - r);
+        int32_t ridx[32];
+        for (int i = 0; i < 32; i++) ridx[i] = (int32_t)((uint64_t)RF_MIN(i, nr - 1) * rb);
+        const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1);
+        const __mmask16 m1 = (__mmask16)(nr <= 16 ? 0u : nr >= 32 ? 0xFFFFu : (1u << (nr - 16)) - 1);
         const uint8_t *wr = w + (uint64_t)r * rb;
         for (int64_t k0 = 0; k0 < n_in; k0 += KCF) {
             const int64_t kn = RF_MIN(KCF, n_in - k0);
-            int64_t k = 0;
-            for (; k + 32 <= kn; k += 32) { /* 16 rows x 32 k: row loads, transposed as dwords */
-                __m512i v[16];
-                for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_si512((const void *)(wr + ridx[i] + 2 * (k0 + k)));
-                tr16(v);
-                for (int e = 0; e < 16; e++) {
-                    __m512 lo, hi;
-                    if (kind == 1) {
-                        lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v[e]));
-                        hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v[e], 16)));
-                    } else {
-                        lo = _mm512_castsi512_ps(_mm512_slli_epi32(v[e], 16));
-                        hi = _mm512_castsi512_ps(_mm512_and_si512(v[e], _mm512_set1_epi32((int)0xFFFF0000u)));
-                    }
-                    _mm512_store_ps(pk + 16 * (k + 2 * e), lo);
-                    _mm512_store_ps(pk + 16 * (k + 2 * e + 1), hi);
-                }
+            pack_h16(wr, ridx, k0, kn, pk, kind);
+            pack_h16(wr, ridx + 16, k0, kn, pk + 16, kind);
+            for (int64_t t0 = 0; t0 < n_tok; t0 += 8) {
+                const int64_t tg = t0 / GTF;
+                mk_f32_any(pk, kn, (int)RF_MIN(8, n_tok - t0), xp + (tg * n_in + k0) * GTF + (t0 % GTF), y + t0 * n_out + r,
+                           n_out, m0, m1, k0 > 0);
             }
-            for (; k + 1 < kn; k += 2) {
-                const __m512i v = _mm512_i32gather_epi32(vidx, (const void *)(wr + 2 * (k0 + k)), 1);
-                __m512 lo, hi;
-                if (kind == 1) {
-                    lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-                    hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
-                } else {
-                    lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-                    hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
-                }
-                _mm512_store_ps(pk + 16 * k, lo);
-                _mm512_store_ps(pk + 16 * (k + 1), hi);
-            }
-            if (k < kn) { /* odd tail: one element per row */
-                for (int i = 0; i < 16; i++) {
-                    uint16_t h;
-                    memcpy(&h, wr + ridx[i] + 2 * (k0 + k), 2);
-                    if (kind == 1) pk[16 * k + i] = _cvtsh_ss(h);
-                    else {
-                        const uint32_t u = (uint32_t)h << 16;
-                        memcpy(pk + 16 * k + i, &u, 4);
-                    }
-                }
-            }
-            for (int64_t tg = 0; tg < ntg; tg++)
-                mk_f32_any(pk, kn, (int)RF_MIN(GTF, n_tok - tg * GTF), xp + (tg * n_in + k0) * GTF,
-                           y + tg * GTF * n_out + r, n_out, mask, k0 > 0);
         }
     }
 }
