@@ -49,6 +49,7 @@ static const opt opts[] = {
     O("-b", "--batch-size", T_INT, n_batch),
     O("-s", "--seed", T_U64, seed),
     O("-r", "--repetitions", T_INT, reps),
+    O("-d", "--n-depth", T_INT, depth),
     O("-ngl", "--n-gpu-layers", T_INT, n_gpu_layers),
     O(NULL, "--device", T_STR, device),
     O(NULL, "--temp", T_FLOAT, temp),

@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *model, *prompt, *file, *device, *logits_out, *out, *vocab, *arch, *type;
-    int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench;
+    int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench, depth;
     uint64_t seed;
     bool seed_set;
     float temp, top_p, min_p, repeat_penalty, freq_penalty, presence_penalty;

@@ -4,13 +4,16 @@
  *   pp: N tokens of one fresh sequence in batches of -b (default: N) with the last logits asked;
  *       timed until those logits are on the host.
  *   tg: N single-token steps of one fresh sequence, each sampled greedily on the device; timed
- *       until the last token id is on the host. */
+ *       until the last token id is on the host. With -d D the sequence first holds D tokens of
+ *       context (prefilled, not timed): "tg128 @ d8192". */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
+#include "core/dtype.h"
 #include "core/gguf.h"
 #include "core/util.h"
 #include "load.h"
@@ -54,12 +57,20 @@ static int run_pp(rf_context *c, int n, int n_vocab, double *secs) {
     return rc;
 }
 
-static int run_tg(rf_context *c, rf_sampler *s, int n, double *secs) {
+/* n generated tokens after `depth` tokens of context (prefilled untimed, as llama-bench -d). */
+static int run_tg(rf_context *c, rf_sampler *s, int n, int depth, int n_vocab, double *secs) {
     int seq = rf_seq_new(c);
     int32_t tok = 1;
     int8_t want = 1;
+    if (depth > 0) {
+        int32_t *ctx = malloc(sizeof(int32_t) * (size_t)depth);
+        for (int i = 0; i < depth; i++) ctx[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+        int rc = rf_cli_prefill(c, seq, ctx, depth, 0);
+        free(ctx);
+        if (rc || !rf_get_logits(c, (depth - 1) % rf_context_n_batch(c))) return -1;
+    }
     double t0 = rf_time_s();
-    for (int pos = 0; pos < n; pos++) {
+    for (int pos = depth; pos < depth + n; pos++) {
         rf_batch b = {1, &tok, &pos, &seq, &want};
         if (rf_decode(c, &b)) return -1;
         tok = rf_sampler_sample(s, c, 0, NULL);
@@ -74,7 +85,7 @@ int cmd_bench(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
     a.n_predict = 128;
-    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -ngl --device", argc, argv, 2)) return 1;
+    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -d -ngl --device", argc, argv, 2)) return 1;
     int n_pp = 512;
     if (a.prompt) {
         char *end;
@@ -87,8 +98,9 @@ int cmd_bench(int argc, char **argv) {
     rf_model *m = rf_cli_load(&a);
     if (!m) return 1;
     rf_context_params cp = rf_context_default_params();
-    cp.n_ctx = RF_MAX(n_pp, n_tg) + 1;
-    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MAX(n_pp, 1);
+    int depth = RF_MAX(a.depth, 0);
+    cp.n_ctx = RF_MAX(n_pp, n_tg + depth) + 1;
+    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(n_pp, 1), 2048);
     rf_context *c = rf_context_new(m, &cp);
     if (!c) {
         rf_model_free(m);
@@ -102,9 +114,17 @@ int cmd_bench(int argc, char **argv) {
     rf_gguf_get_int(m->gguf, "general.file_type", &ft);
     char model_desc[64], size[32], params[32];
     double b = (double)m->n_params / 1e9;
-    snprintf(model_desc, sizeof model_desc, "%s %s%s %s", m->hp.arch_name, b >= 1 ? "" : "", "", ftype_label(ft));
-    if (b >= 1) snprintf(model_desc, sizeof model_desc, "%s %.0fB %s", m->hp.arch_name, b < 1.5 ? 1.0 : round(b), ftype_label(ft));
-    else snprintf(model_desc, sizeof model_desc, "%s %.0fM %s", m->hp.arch_name, b * 1000, ftype_label(ft));
+    /* "llama 7B Q4_K - Medium" as llama-bench says it; files without general.file_type are
+     * named by the type of their feed-forward weights. */
+    char tname[16];
+    const char *tl = ftype_label(ft);
+    if (!strcmp(tl, "?")) {
+        snprintf(tname, sizeof tname, "%s", rf_type_name(m->layers[0].w_gate.type));
+        for (char *p = tname; *p; p++) *p = (char)toupper((unsigned char)*p);
+        tl = tname;
+    }
+    if (b >= 1) snprintf(model_desc, sizeof model_desc, "%s %.0fB %s", m->hp.arch_name, b < 1.5 ? 1.0 : round(b), tl);
+    else snprintf(model_desc, sizeof model_desc, "%s %.*fM %s", m->hp.arch_name, b < 0.01 ? 1 : 0, b * 1000, tl);
     snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes / 1073741824.0);
     if (b >= 1) snprintf(params, sizeof params, "%.2f B", b);
     else snprintf(params, sizeof params, "%.2f M", b * 1000);
@@ -126,7 +146,7 @@ int cmd_bench(int argc, char **argv) {
         if (n == 0) continue;
         double *ts = malloc(sizeof(double) * (size_t)a.reps), secs = 0;
         for (int r = -1; r < a.reps && !rc; r++) { /* r == -1: warm-up */
-            rc = which ? run_tg(c, s, n, &secs) : run_pp(c, n, m->hp.n_vocab, &secs);
+            rc = which ? run_tg(c, s, n, depth, m->hp.n_vocab, &secs) : run_pp(c, n, m->hp.n_vocab, &secs);
             if (r >= 0) ts[r] = n / secs;
         }
         if (rc) {
@@ -139,7 +159,8 @@ int cmd_bench(int argc, char **argv) {
         for (int r = 0; r < a.reps; r++) var += (ts[r] - mean) * (ts[r] - mean);
         double sd = a.reps > 1 ? sqrt(var / (a.reps - 1)) : 0;
         char test[32], val[48];
-        snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
+        if (which && depth) snprintf(test, sizeof test, "tg%d @ d%d", n, depth);
+        else snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
         snprintf(val, sizeof val, "%.2f ± %.2f", mean, sd);
         printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model_desc, size, params, backend, threads, test,
                val);

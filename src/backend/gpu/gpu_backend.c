@@ -45,6 +45,7 @@ typedef struct {
     char name[256];
     char err[1024];
     int cc_major, cc_minor;
+    int n_sm; /* multiprocessors */
     rf_gpu_matmul_ctx *mm;
     void *attn_scratch;
     size_t attn_scratch_bytes;
@@ -269,8 +270,12 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
     if (mode == 1) {
         /* splits: enough to cover the longest context in 256-position chunks (max_pos is only a
          * hint: the kernel is correct for any split count) */
-        int n_split = g->attn_split > 0 ? g->attn_split : (st->max_pos + 1 + 255) / 256;
-        if (n_split < 1) n_split = 1;
+        /* Splits: enough blocks to fill the GPU at any context (the kernel gives each split a
+         * contiguous share of the positions it reads on the device, and a split with none exits),
+         * so the count does not depend on max_pos and a graph captured at a short context stays
+         * fast at a long one. About 4 blocks per SM, 4..64 splits. */
+        int n_split = g->attn_split > 0 ? g->attn_split : 4 * g->n_sm / (st->n_tokens * d->n_head);
+        if (n_split < 4) n_split = 4;
         if (n_split > 64) n_split = 64;
         while (n_split > 1 && ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                                              rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split)))
@@ -426,6 +431,7 @@ rf_backend *rf_gpu_backend_create(int dev) {
     g->dev = dev;
     g->cc_major = prop.major;
     g->cc_minor = prop.minor;
+    g->n_sm = prop.multiProcessorCount;
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     if ((e = gpuStreamCreateWithFlags(&g->stream, gpuStreamNonBlocking)) != gpuSuccess) {
         rf_set_error("creating a stream on %s: %s", g->name, gpuGetErrorString(e));
