@@ -60,6 +60,8 @@ static void fill(uint32_t type, int64_t n_out, int64_t n_in, uint8_t *buf) {
 
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 30;
+    /* "quick": the decode-relevant types, n = 1 and 2, the large and the small shapes, one GEMM */
+    const int quick = argc > 2 && !strcmp(argv[2], "quick");
     if (rf_gpu_mm_device_count() <= 0) {
         printf("no GPU device\n");
         return 0;
@@ -74,8 +76,11 @@ int main(int argc, char **argv) {
     printf("device: %s; GEMM path: %s\n", name, rf_gpu_mm_gemm_path(ctx));
     const uint32_t types[] = {RF_TYPE_Q4_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_F16, RF_TYPE_Q6_K, RF_TYPE_Q5_K,
                               RF_TYPE_Q2_K, RF_TYPE_Q3_K, RF_TYPE_IQ4_XS, RF_TYPE_BF16, RF_TYPE_F32};
-    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
+    const uint32_t qtypes[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_F16, RF_TYPE_BF16};
+    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {1024, 4096}, {4096, 1024}, {2048, 512}};
     const int ns[] = {1, 2, 8};
+    const int n_types = quick ? (int)(sizeof qtypes / sizeof qtypes[0]) : (int)(sizeof types / sizeof types[0]);
+    const int n_ns = quick ? 2 : 3;
     float *dx = rf_gpu_mm_alloc(sizeof(float) * 512 * 11008);
     float *dy = rf_gpu_mm_alloc(sizeof(float) * 512 * 11008);
     {
@@ -85,9 +90,9 @@ int main(int argc, char **argv) {
         free(hx);
     }
     printf("%-8s %-12s %4s %10s %10s\n", "type", "n_out x n_in", "n", "us", "GB/s");
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    for (int t = 0; t < n_types; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            const uint32_t type = types[t];
+            const uint32_t type = quick ? qtypes[t] : types[t];
             const int64_t n_out = shapes[s][0], n_in = shapes[s][1];
             uint64_t rb = 0;
             rf_row_bytes(type, (uint64_t)n_in, &rb);
@@ -102,7 +107,7 @@ int main(int argc, char **argv) {
                 dw[c] = rf_gpu_mm_alloc(bytes);
                 rf_gpu_mm_upload(dw[c], hw, bytes);
             }
-            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            for (int k = 0; k < n_ns; k++) {
                 const double ms = rf_gpu_mm_time(ctx, type, (const void *const *)dw, copies, n_out, n_in, dx, ns[k], dy, iters);
                 if (ms < 0) {
                     printf("%-8s %5lldx%-6lld %4d failed: %s\n", rf_type_name(type), (long long)n_out, (long long)n_in, ns[k],
@@ -112,8 +117,8 @@ int main(int argc, char **argv) {
                 printf("%-8s %5lldx%-6lld %4d %10.2f %10.1f\n", rf_type_name(type), (long long)n_out, (long long)n_in, ns[k],
                        ms * 1e3, (double)bytes / (ms * 1e-3) / 1e9);
             }
-            if (s < 2 && t < 4) {
-                for (int tiled = 0; tiled <= 1; tiled++) {
+            if (quick ? (s == 0 && (type == RF_TYPE_Q4_K || type == RF_TYPE_F16)) : (s < 2 && t < 4)) {
+                for (int tiled = 0; tiled <= !quick; tiled++) {
                     rf_gpu_mm_force_tiled(ctx, tiled);
                     const int n = 512;
                     const double ms = rf_gpu_mm_time(ctx, type, (const void *const *)dw, 2, n_out, n_in, dx, n, dy, 5);

@@ -591,6 +591,286 @@ MM_UNROLL
     }
 }
 
+/* ---- Fast matvec (n <= 2): x staged whole, no barrier in the weight loop ------------------
+ * Qd<D>: a decoder view that separates a chunk's integer-valued part from its scales: chunk
+ * element l of group g (G groups of E/G elements) is w_l = mul[g] * t[l] + add[g] (add only when
+ * MIN), so a dot is mul[g] * sum(t x) + add[g] * sum(x): the scale is applied once per group.
+ * Mathematically equal to D::dec (t exact small integers or codebook values); the rounding
+ * differs from core/quant.c only by the summation order. Default: t = D::dec, mul = 1. */
+template <class D> struct Qd {
+    enum { G = 1, MIN = 0 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *) {
+        D::dec(b, p, t);
+        mul[0] = 1.0f;
+    }
+};
+/* 4 bytes of u -> 4 floats (v - bias), exact for bytes < 2^8. */
+#define MM_BYTES4(u, t, bias)                                                                                           \
+    do {                                                                                                                \
+        (t)[0] = u2f_sub((u) & 0xffu, (bias));                                                                          \
+        (t)[1] = u2f_sub(((u) >> 8) & 0xffu, (bias));                                                                   \
+        (t)[2] = u2f_sub(((u) >> 16) & 0xffu, (bias));                                                                  \
+        (t)[3] = u2f_sub((u) >> 24, (bias));                                                                            \
+    } while (0)
+template <> struct Qd<DecQ4_K> {
+    enum { G = 1, MIN = 1 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *add) {
+        const uint32_t dd = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t sc[3], q[8];
+        ldw_a4<12>(b + 4, sc);
+        ldw_a16<32>(b + 16 + 32 * (p >> 1), q);
+        float s, m;
+        k4_sm(sc, p, &s, &m);
+        mul[0] = d * s;
+        add[0] = -(dmin * m);
+        const int sh = 4 * (p & 1);
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t u = (q[i] >> sh) & 0x0f0f0f0fu;
+            MM_BYTES4(u, t + 4 * i, MAGIC);
+        }
+    }
+};
+template <> struct Qd<DecQ5_K> {
+    enum { G = 1, MIN = 1 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *add) {
+        const uint32_t dd = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t sc[3], qh[8], q[8];
+        ldw_a4<12>(b + 4, sc);
+        ldw_a16<32>(b + 16, qh);
+        ldw_a16<32>(b + 48 + 32 * (p >> 1), q);
+        float s, m;
+        k4_sm(sc, p, &s, &m);
+        mul[0] = d * s;
+        add[0] = -(dmin * m);
+        const int sh = 4 * (p & 1);
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t u = ((q[i] >> sh) & 0x0f0f0f0fu) | (((qh[i] >> p) & 0x01010101u) << 4);
+            MM_BYTES4(u, t + 4 * i, MAGIC);
+        }
+    }
+};
+template <> struct Qd<DecQ6_K> {
+    enum { G = 2, MIN = 0 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *) {
+        const int h = p >> 2, tq = p & 3;
+        const float d = mm_h2f(ld16(b + 208));
+        uint32_t ql[8], qh[8];
+        ldw_a2<32>(b + 64 * h + 32 * (tq & 1), ql);
+        ldw_a2<32>(b + 128 + 32 * h, qh);
+        const uint16_t sc2 = ld16(b + 192 + 8 * h + 2 * tq);
+        const int shl = (tq >> 1) * 4, shh = 2 * tq;
+        mul[0] = d * (float)(int8_t)(uint8_t)(sc2 & 0xff);
+        mul[1] = d * (float)(int8_t)(uint8_t)(sc2 >> 8);
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t u = ((ql[i] >> shl) & 0x0f0f0f0fu) | (((qh[i] >> shh) & 0x03030303u) << 4);
+            MM_BYTES4(u, t + 4 * i, MAGIC + 32.0f);
+        }
+    }
+};
+template <> struct Qd<DecQ4_0> {
+    enum { G = 1, MIN = 0 };
+    static HD void decq(const uint8_t *b, int, float *t, float *mul, float *) {
+        mul[0] = mm_h2f(ld16(b));
+        uint32_t q[4];
+        ldw_a2<16>(b + 2, q);
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lo = q[i] & 0x0f0f0f0fu, hi = (q[i] >> 4) & 0x0f0f0f0fu;
+            MM_BYTES4(lo, t + 4 * i, MAGIC + 8.0f);
+            MM_BYTES4(hi, t + 16 + 4 * i, MAGIC + 8.0f);
+        }
+    }
+};
+template <> struct Qd<DecQ8_0> {
+    enum { G = 1, MIN = 0 };
+    static HD void decq(const uint8_t *b, int, float *t, float *mul, float *) {
+        mul[0] = mm_h2f(ld16(b));
+        uint32_t q[8];
+        ldw_a2<32>(b + 2, q);
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t u = q[i] ^ 0x80808080u; /* int8 + 128 */
+            MM_BYTES4(u, t + 4 * i, MAGIC + 128.0f);
+        }
+    }
+};
+
+#define MV_MAX_OUTS 4
+/* One output of a fast-matvec launch: rows [row0, row0 + ceil(n_out / R) * R) of the launch's
+ * concatenated row space (row0 a multiple of R) belong to it. */
+struct MvJob {
+    const uint8_t *w;
+    const float *bias;
+    float *y;
+    int64_t n_out;
+    int64_t row0;
+};
+struct MvJobs {
+    MvJob j[MV_MAX_OUTS];
+    int n;
+};
+
+/* k_mv: for each job J and c < ncols <= NC:
+ *   y_J[c][o] (+)= sum_e W_J[o][e] * xin[c][e] + bias_J[o]
+ * xin = x, or with norm_w: x[c][e] * (1 / sqrt(sum_e x[c][e]^2 / n_in + eps)) * norm_w[e].
+ * Shapes: every W_J has n_in columns (row_bytes bytes per row, n_in / D::E chunks); x: ncols rows of
+ * n_in floats; y_J: ncols rows of n_out_J. Alignment: W_J to D::A; x to 16 bytes, n_in % 4 == 0.
+ * Launch: blockDim.x = MV_THREADS (a multiple of warpSize), dynamic shared memory NC * n_in floats,
+ * gridDim.x = ceil(total rows / (R * warps per block)). Each block stages all of xin (normed in
+ * place) in shared memory once (swizzled as xs_pos within 32-element groups), then each warp owns
+ * R consecutive rows of one job: lanes stride over chunk indices, every lane decodes the same chunk
+ * of its R rows (R independent weight loads in flight) against one x chunk. No barrier after the
+ * staging. f32 accumulation, xor-shuffle reduction from warpSize/2. Rows past n_out read row
+ * n_out - 1 (in bounds) and are not stored. NaN/inf propagate as IEEE arithmetic (a non-finite x
+ * element with the norm makes its whole column non-finite through the scale). */
+template <class D, int NC, int R>
+__global__ void __launch_bounds__(MV_THREADS)
+    k_mv(MvJobs jobs, int64_t row_bytes, int64_t n_in, const float *__restrict__ x, int ncols,
+         const float *__restrict__ norm_w, float eps, int accum) {
+    extern __shared__ float4 mv_smem[];
+    float *xs = (float *)mv_smem;
+    __shared__ float red[NC][MV_THREADS];
+    const int ws = warpSize, nwarps = (int)blockDim.x / ws;
+    const int lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws;
+    const int q4 = (int)(n_in >> 2);
+    /* stage x (and the sums of squares) */
+    float ss[NC];
+MM_UNROLL
+    for (int c = 0; c < NC; c++) {
+        ss[c] = 0.0f;
+        if (c < ncols)
+            for (int i = (int)threadIdx.x; i < q4; i += (int)blockDim.x) {
+                const float4 v = *(const float4 *)(x + (int64_t)c * n_in + 4 * i);
+                ss[c] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+                *(float4 *)(xs + (int64_t)c * n_in + xs_pos(4 * i)) = v;
+            }
+    }
+    if (norm_w) {
+MM_UNROLL
+        for (int c = 0; c < NC; c++) {
+            for (int off = ws / 2; off > 0; off >>= 1) ss[c] += MM_SHFL_XOR(ss[c], off);
+            if (lane == 0) red[c][warp] = ss[c];
+        }
+        __syncthreads();
+MM_UNROLL
+        for (int c = 0; c < NC; c++) {
+            if (c >= ncols) continue;
+            float t = 0.0f;
+            for (int i = 0; i < nwarps; i++) t += red[c][i];
+            const float scale = 1.0f / sqrtf(t / (float)n_in + eps);
+            /* each thread rescales the float4s it stored itself: no barrier needed before */
+            for (int i = (int)threadIdx.x; i < q4; i += (int)blockDim.x) {
+                float4 *pv = (float4 *)(xs + (int64_t)c * n_in + xs_pos(4 * i));
+                const float4 g = *(const float4 *)(norm_w + 4 * i);
+                float4 v = *pv;
+                v.x = v.x * scale * g.x;
+                v.y = v.y * scale * g.y;
+                v.z = v.z * scale * g.z;
+                v.w = v.w * scale * g.w;
+                *pv = v;
+            }
+        }
+    }
+    __syncthreads();
+    /* this warp's rows */
+    const int64_t g0 = ((int64_t)blockIdx.x * nwarps + warp) * R;
+    int jb = -1;
+    for (int j = 0; j < jobs.n; j++)
+        if (g0 >= jobs.j[j].row0) jb = j;
+    if (jb < 0) return;
+    const MvJob job = jobs.j[jb];
+    const int64_t o0 = g0 - job.row0;
+    if (o0 >= job.n_out) return; /* uniform per warp; no barrier follows */
+    const uint8_t *wr[R];
+MM_UNROLL
+    for (int r = 0; r < R; r++) wr[r] = job.w + (o0 + r < job.n_out ? o0 + r : job.n_out - 1) * row_bytes;
+    float acc[R][NC];
+MM_UNROLL
+    for (int r = 0; r < R; r++)
+MM_UNROLL
+        for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
+    typedef Qd<D> Q;
+    const int nchunks = (int)(n_in / D::E);
+    /* small chunks (plain types, 16 bytes): U chunks per lane per step, U * R loads in flight */
+    const int U = D::E <= 8 ? 4 : 1;
+    for (int k0 = lane; k0 < nchunks; k0 += U * ws)
+MM_UNROLL
+    for (int u = 0; u < U; u++) {
+        const int kk = k0 + u * ws;
+        if (kk >= nchunks) break;
+        const int64_t boff = (int64_t)(kk / D::C) * D::BB;
+        const int p = kk % D::C;
+        float t[R][D::E], mul[R][Q::G], add[R][Q::G];
+MM_UNROLL
+        for (int r = 0; r < R; r++) Q::decq(wr[r] + boff, p, t[r], mul[r], add[r]);
+        const int e0 = kk * D::E;
+MM_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float *xc = xs + (int64_t)c * n_in;
+MM_UNROLL
+            for (int g = 0; g < Q::G; g++) {
+                const int L = D::E / Q::G;
+                float sxr[R], sx = 0.0f;
+MM_UNROLL
+                for (int r = 0; r < R; r++) sxr[r] = 0.0f;
+                if ((L % 4) == 0) {
+MM_UNROLL
+                    for (int i = 0; i < L; i += 4) {
+                        const float4 v = *(const float4 *)(xc + xs_pos(e0 + g * L + i));
+                        if (Q::MIN) sx += (v.x + v.y) + (v.z + v.w);
+MM_UNROLL
+                        for (int r = 0; r < R; r++) {
+                            const float *tt = t[r] + g * L + i;
+                            sxr[r] += tt[0] * v.x;
+                            sxr[r] += tt[1] * v.y;
+                            sxr[r] += tt[2] * v.z;
+                            sxr[r] += tt[3] * v.w;
+                        }
+                    }
+                } else {
+MM_UNROLL
+                    for (int i = 0; i < L; i++) {
+                        const float v = xc[xs_pos(e0 + g * L + i)];
+                        if (Q::MIN) sx += v;
+MM_UNROLL
+                        for (int r = 0; r < R; r++) sxr[r] += t[r][g * L + i] * v;
+                    }
+                }
+MM_UNROLL
+                for (int r = 0; r < R; r++) {
+                    acc[r][c] += mul[r][g] * sxr[r];
+                    if (Q::MIN) acc[r][c] += add[r][g] * sx;
+                }
+            }
+        }
+    }
+MM_UNROLL
+    for (int r = 0; r < R; r++)
+MM_UNROLL
+        for (int c = 0; c < NC; c++)
+            for (int off = ws / 2; off > 0; off >>= 1) acc[r][c] += MM_SHFL_XOR(acc[r][c], off);
+    if (lane == 0) {
+MM_UNROLL
+        for (int r = 0; r < R; r++) {
+            const int64_t o = o0 + r;
+            if (o >= job.n_out) continue;
+            const float bv = job.bias ? job.bias[o] : 0.0f;
+MM_UNROLL
+            for (int c = 0; c < NC; c++) {
+                if (c >= ncols) continue;
+                float *yp = job.y + (int64_t)c * job.n_out + o;
+                const float v = acc[r][c] + bv;
+                *yp = accum ? *yp + v : v;
+            }
+        }
+    }
+}
+
 /* k_rmsnorm: out[t][k] = x[t][k] * (1 / sqrt(sum_k x[t][k]^2 / n_in + eps)) * norm_w[k] for k < n_in;
  * one block per row t (gridDim.x = rows), any blockDim.x that is a power of two <= 1024 (the
  * reduction halves from blockDim.x / 2). Sum of squares in f32; NaN/inf in a row make that row's
@@ -740,6 +1020,7 @@ __global__ void k_fill_bias(float *__restrict__ y, const float *__restrict__ bia
 typedef cublasStatus_t (*pf_cublasCreate)(cublasHandle_t *);
 typedef cublasStatus_t (*pf_cublasDestroy)(cublasHandle_t);
 typedef cublasStatus_t (*pf_cublasSetStream)(cublasHandle_t, cudaStream_t);
+typedef cublasStatus_t (*pf_cublasSetWorkspace)(cublasHandle_t, void *, size_t);
 typedef cublasStatus_t (*pf_cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                           const void *, const void *, cudaDataType, int, const void *,
                                           cudaDataType, int, const void *, void *, cudaDataType, int,
@@ -749,6 +1030,7 @@ typedef struct {
     pf_cublasCreate create;
     pf_cublasDestroy destroy;
     pf_cublasSetStream set_stream;
+    pf_cublasSetWorkspace set_workspace; /* optional */
     pf_cublasGemmEx gemm_ex;
 } mm_cublas_api;
 
@@ -764,6 +1046,7 @@ static int mm_cublas_load(mm_cublas_api *api) {
     api->destroy = (pf_cublasDestroy)dlsym(api->lib, "cublasDestroy_v2");
     api->set_stream = (pf_cublasSetStream)dlsym(api->lib, "cublasSetStream_v2");
     api->gemm_ex = (pf_cublasGemmEx)dlsym(api->lib, "cublasGemmEx");
+    api->set_workspace = (pf_cublasSetWorkspace)dlsym(api->lib, "cublasSetWorkspace_v2");
     if (!api->create || !api->destroy || !api->set_stream || !api->gemm_ex) {
         dlclose(api->lib);
         memset(api, 0, sizeof *api);
@@ -779,6 +1062,8 @@ struct rf_gpu_matmul_ctx {
     mmStream_t stream;
     int warp_size;
     int force_tiled;
+    int legacy_mv; /* RF_MM_LEGACY_MV=1: the tiled-x matvec (k_matvec) for every n (benchmarks) */
+    int n_sm;
 #ifndef MM_HIP
     mm_cublas_api cublas;
     cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
@@ -786,9 +1071,12 @@ struct rf_gpu_matmul_ctx {
     size_t wscr_bytes;
     void *xscr; /* f16 copy of x */
     size_t xscr_bytes;
+    void *cbws; /* cuBLAS workspace, owned here so that cuBLAS never allocates during a call */
 #endif
 };
 
+/* cuBLAS workspace (NVIDIA's recommendation for Hopper: 32 MiB). */
+#define MM_CUBLAS_WS ((size_t)32 << 20)
 /* Weight scratch cap for the f16 GEMM path: slabs of at most this many elements. */
 #define MM_WSCR_MAX_ELEMS ((int64_t)32 << 20)
 
@@ -818,6 +1106,13 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     }
     ctx->stream = (mmStream_t)stream;
     ctx->warp_size = ws;
+    ctx->legacy_mv = getenv("RF_MM_LEGACY_MV") && atoi(getenv("RF_MM_LEGACY_MV")) != 0;
+#ifdef MM_HIP
+    if (hipDeviceGetAttribute(&ctx->n_sm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess) ctx->n_sm = 64;
+#else
+    if (cudaDeviceGetAttribute(&ctx->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) ctx->n_sm = 64;
+#endif
+    (void)mmGetLastError();
 #ifndef MM_HIP
     if (!getenv("RF_NO_CUBLAS") && mm_cublas_load(&ctx->cublas) == 0) {
         if (ctx->cublas.create(&ctx->handle) != CUBLAS_STATUS_SUCCESS) {
@@ -825,7 +1120,14 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
         } else if (ctx->cublas.set_stream(ctx->handle, ctx->stream) != CUBLAS_STATUS_SUCCESS) {
             ctx->cublas.destroy(ctx->handle);
             ctx->handle = NULL;
+        } else if (ctx->cublas.set_workspace && mmMalloc(&ctx->cbws, MM_CUBLAS_WS) == mmSuccess) {
+            /* after set_stream (which resets the workspace) */
+            if (ctx->cublas.set_workspace(ctx->handle, ctx->cbws, MM_CUBLAS_WS) != CUBLAS_STATUS_SUCCESS) {
+                (void)mmFree(ctx->cbws);
+                ctx->cbws = NULL;
+            }
         }
+        (void)mmGetLastError();
     }
 #endif
     return ctx;
@@ -834,10 +1136,11 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
     if (!ctx) return;
 #ifndef MM_HIP
-    if (ctx->wscr || ctx->xscr) (void)mmStreamSynchronize(ctx->stream);
+    if (ctx->wscr || ctx->xscr || ctx->cbws) (void)mmStreamSynchronize(ctx->stream);
     if (ctx->wscr) (void)mmFree(ctx->wscr);
     if (ctx->xscr) (void)mmFree(ctx->xscr);
     if (ctx->handle) ctx->cublas.destroy(ctx->handle);
+    if (ctx->cbws) (void)mmFree(ctx->cbws);
     /* the library stays loaded: other contexts may use it */
 #endif
     free(ctx);
@@ -933,6 +1236,85 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 }
 #endif
 
+/* Fast matvec for outputs of one decoder D (n <= 2). Returns 1 when done, 0 when ineligible (the
+ * caller falls back), -1 on a launch error. Eligible: n <= 2, x 16-byte aligned, n_in % 4 == 0,
+ * n * n_in floats fit the shared-memory budget, every W aligned to D::A, n_in % D::QK == 0. */
+#define MV_SMEM_MAX (46 * 1024)
+template <class D>
+static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
+                  const float *norm_w, float eps, int accum) {
+    if (ctx->legacy_mv || n < 1 || n > 2 || nouts < 1 || nouts > MV_MAX_OUTS || (uintptr_t)x % 16 || n_in % 4 ||
+        n_in % D::QK || (size_t)n * (size_t)n_in * 4 > MV_SMEM_MAX || (norm_w && (uintptr_t)norm_w % 16))
+        return 0;
+    int64_t total = 0;
+    for (int i = 0; i < nouts; i++) {
+        if ((uintptr_t)outs[i].w % D::A) return 0;
+        total += outs[i].n_out;
+    }
+    const int R = (n == 1 && total >= 16 * (int64_t)ctx->n_sm) ? 2 : 1;
+    MvJobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    int64_t rows = 0;
+    for (int i = 0; i < nouts; i++) {
+        if (outs[i].n_out <= 0) continue;
+        MvJob *j = &jobs.j[jobs.n++];
+        j->w = (const uint8_t *)outs[i].w;
+        j->bias = outs[i].bias;
+        j->y = outs[i].y;
+        j->n_out = outs[i].n_out;
+        j->row0 = rows;
+        rows += (outs[i].n_out + R - 1) / R * R;
+    }
+    if (jobs.n == 0) return 1;
+    const int64_t row_bytes = n_in / D::QK * D::BB;
+    const int wpb = MV_THREADS / ctx->warp_size;
+    const int64_t blocks = (rows / R + wpb - 1) / wpb;
+    const size_t smem = (size_t)n * (size_t)n_in * 4;
+    const dim3 grid((unsigned)blocks), block(MV_THREADS);
+    if (n == 2)
+        k_mv<D, 2, 1><<<grid, block, smem, ctx->stream>>>(jobs, row_bytes, n_in, x, n, norm_w, eps, accum);
+    else if (R == 2)
+        k_mv<D, 1, 2><<<grid, block, smem, ctx->stream>>>(jobs, row_bytes, n_in, x, n, norm_w, eps, accum);
+    else
+        k_mv<D, 1, 1><<<grid, block, smem, ctx->stream>>>(jobs, row_bytes, n_in, x, n, norm_w, eps, accum);
+    return mm_check(mmGetLastError(), "matvec launch") ? -1 : 1;
+}
+
+/* mv_try for a group of outputs of one type: picks the decoder as run_plain does. */
+template <class DV, class D1>
+static int mv_try_plain(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x,
+                        int n, const float *norm_w, float eps, int accum) {
+    int vec = n_in % DV::QK == 0;
+    for (int i = 0; i < nouts; i++)
+        if ((uintptr_t)outs[i].w % DV::A) vec = 0;
+    return vec ? mv_try<DV>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum)
+               : mv_try<D1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+}
+
+static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_out *outs, int nouts, int64_t n_in,
+                       const float *x, int n, const float *norm_w, float eps, int accum) {
+#define MVT(D) mv_try<D>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum)
+    switch (type) {
+    case RF_TYPE_F32: return mv_try_plain<DecF32x4, DecF32x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    case RF_TYPE_F16: return mv_try_plain<DecF16x8, DecF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    case RF_TYPE_BF16: return mv_try_plain<DecBF16x8, DecBF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    case RF_TYPE_Q4_0: return MVT(DecQ4_0);
+    case RF_TYPE_Q4_1: return MVT(DecQ4_1);
+    case RF_TYPE_Q5_0: return MVT(DecQ5_0);
+    case RF_TYPE_Q5_1: return MVT(DecQ5_1);
+    case RF_TYPE_Q8_0: return MVT(DecQ8_0);
+    case RF_TYPE_Q2_K: return MVT(DecQ2_K);
+    case RF_TYPE_Q3_K: return MVT(DecQ3_K);
+    case RF_TYPE_Q4_K: return MVT(DecQ4_K);
+    case RF_TYPE_Q5_K: return MVT(DecQ5_K);
+    case RF_TYPE_Q6_K: return MVT(DecQ6_K);
+    case RF_TYPE_IQ4_NL: return MVT(DecIQ4_NL);
+    case RF_TYPE_IQ4_XS: return MVT(DecIQ4_XS);
+    default: return 0;
+    }
+#undef MVT
+}
+
 template <class D>
 static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
                      const float *x, int n, const float *bias, float *y, int accum) {
@@ -953,6 +1335,11 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
     }
     const int nchunks = (int)nchunks64;
     const int64_t row_bytes = n_in / D::QK * D::BB;
+    if (n <= 2) {
+        const rf_gpu_mm_out one = {type, w, n_out, bias, y};
+        const int rc = mv_try<D>(ctx, &one, 1, n_in, x, n, NULL, 0.0f, accum);
+        if (rc) return rc < 0 ? -1 : 0;
+    }
     if (n <= RF_GPU_MATVEC_MAX_N) {
         const int xv = ((uintptr_t)x % 16 == 0) && (n_in % 4 == 0);
         for (int c0 = 0; c0 < n; c0 += MV_MAX_COLS) {
@@ -1053,6 +1440,25 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
         }
     }
     if (n == 0 || n_outs == 0) return 0;
+    /* matvec: one fused launch per group of same-type outputs (norm and accumulate folded in) */
+    unsigned char done[64] = {0};
+    int all_done = n <= 2 && n_outs <= 64;
+    for (int i = 0; i < n_outs && all_done; i++) {
+        if (done[i]) continue;
+        rf_gpu_mm_out grp[MV_MAX_OUTS];
+        int idx[MV_MAX_OUTS], ng = 0;
+        for (int j = i; j < n_outs && ng < MV_MAX_OUTS; j++)
+            if (!done[j] && outs[j].type == outs[i].type) {
+                idx[ng] = j;
+                grp[ng++] = outs[j];
+            }
+        const int rc = mv_try_type(ctx, outs[i].type, grp, ng, n_in, x, n, norm_w, eps, accumulate != 0);
+        if (rc < 0) return -1;
+        if (rc == 0) all_done = 0;
+        else
+            for (int g = 0; g < ng; g++) done[idx[g]] = 1;
+    }
+    if (all_done) return 0;
     const float *xin = x;
     if (norm_w) {
         const int threads = 256;
@@ -1060,9 +1466,11 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
         if (mm_check(mmGetLastError(), "rmsnorm launch")) return -1;
         xin = scratch;
     }
-    for (int i = 0; i < n_outs; i++)
+    for (int i = 0; i < n_outs; i++) {
+        if (n_outs <= 64 && done[i]) continue;
         if (mm_one(ctx, outs[i].type, outs[i].w, outs[i].n_out, n_in, xin, n, outs[i].bias, outs[i].y, accumulate != 0))
             return -1;
+    }
     return 0;
 }
 
