@@ -738,6 +738,26 @@ __global__ void __launch_bounds__(MV_THREADS)
     const int ws = warpSize, nwarps = (int)blockDim.x / ws;
     const int lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws;
     const int q4 = (int)(n_in >> 2);
+    /* this warp's rows (found before the staging so that their bytes are requested first) */
+    const int64_t g0 = ((int64_t)blockIdx.x * nwarps + warp) * R;
+    int jb = -1;
+    for (int j = 0; j < jobs.n; j++)
+        if (g0 >= jobs.j[j].row0) jb = j;
+    const MvJob job = jobs.j[jb < 0 ? 0 : jb];
+    const int64_t o0 = g0 - job.row0;
+    const bool active = jb >= 0 && o0 < job.n_out; /* uniform per warp */
+    const uint8_t *wr[R];
+MM_UNROLL
+    for (int r = 0; r < R; r++) wr[r] = job.w + (o0 + r < job.n_out ? o0 + r : job.n_out - 1) * row_bytes;
+#ifndef MM_HIP
+    /* Ask L2 for the warp's whole rows now: the DRAM reads overlap the x staging below and are
+     * all in flight at once; the weight loop then mostly hits L2. */
+    if (active)
+MM_UNROLL
+        for (int r = 0; r < R; r++)
+            for (int64_t off = (int64_t)lane * 128; off < row_bytes; off += (int64_t)ws * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + off));
+#endif
     /* stage x (and the sums of squares) */
     float ss[NC];
 MM_UNROLL
@@ -777,18 +797,7 @@ MM_UNROLL
         }
     }
     __syncthreads();
-    /* this warp's rows */
-    const int64_t g0 = ((int64_t)blockIdx.x * nwarps + warp) * R;
-    int jb = -1;
-    for (int j = 0; j < jobs.n; j++)
-        if (g0 >= jobs.j[j].row0) jb = j;
-    if (jb < 0) return;
-    const MvJob job = jobs.j[jb];
-    const int64_t o0 = g0 - job.row0;
-    if (o0 >= job.n_out) return; /* uniform per warp; no barrier follows */
-    const uint8_t *wr[R];
-MM_UNROLL
-    for (int r = 0; r < R; r++) wr[r] = job.w + (o0 + r < job.n_out ? o0 + r : job.n_out - 1) * row_bytes;
+    if (!active) return; /* uniform per warp; no barrier follows */
     float acc[R][NC];
 MM_UNROLL
     for (int r = 0; r < R; r++)
