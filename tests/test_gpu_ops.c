@@ -637,6 +637,140 @@ static int32_t gpu_sample(const float *dlogits, int nv, const rf_sample_params *
     return tok;
 }
 
+/* Exact agreement with rf_sample_host over the top-k selection path (sample.cu's radix select)
+ * and the full-sort path: vocab sizes around k, top_k in {1, 40, 1000, vocab, 0}, logits without
+ * ties, with a few ties at the top, and coarsely quantized (massive ties: the overflow fallback),
+ * penalties off and on, many u per case. The token must be identical, the log-probability within
+ * 1e-4 (relative + absolute). */
+static void test_sampler_exact(int32_t *dtok, float *dlp) {
+    const int vocabs[] = {1, 7, 40, 41, 1000, 32000, 152064};
+    int32_t hist[200];
+    for (size_t vi = 0; vi < RF_ARRAY_LEN(vocabs) - (quick ? 2 : 0); vi++) {
+        const int nv = vocabs[vi];
+        float *lg = malloc(4 * (size_t)nv);
+        float *dl = be->ops->alloc(be, 4 * (size_t)nv);
+        for (int i = 0; i < 200; i++) hist[i] = i % 3 == 0 ? test_randint(0, nv - 1) : test_randint(0, RF_MIN(nv, 60) - 1);
+        int32_t *dhist = dput(hist, sizeof hist);
+        const int ks[] = {1, 40, 1000, nv, 0};
+        int bad = 0, lp_bad = 0, calls = 0;
+        for (int mode = 0; mode < 3; mode++) {
+            if (mode == 0) fill(lg, (size_t)nv, -8, 8);
+            if (mode == 1) { /* a handful of likely tokens, some tied with each other, -0 and +0 */
+                fill(lg, (size_t)nv, -6, 6);
+                for (int i = 0; i < RF_MIN(nv, 30); i++) lg[test_randint(0, nv - 1)] = 4.0f + (float)test_randint(0, 3);
+                lg[0] = -0.0f;
+                if (nv > 1) lg[nv - 1] = 0.0f;
+            }
+            if (mode == 2) /* coarse levels: thousands of ties at 152064 */
+                for (int i = 0; i < nv; i++) lg[i] = (float)test_randint(-12, 12) * 0.5f;
+            be->ops->upload(be, dl, lg, 4 * (size_t)nv);
+            for (size_t ki = 0; ki < RF_ARRAY_LEN(ks); ki++)
+                for (int pen = 0; pen < 2; pen++) {
+                    rf_sample_params p = rf_sample_params_default();
+                    p.top_k = ks[ki];
+                    if (pen) {
+                        p.repeat_penalty = 1.3f;
+                        p.freq_penalty = 0.2f;
+                        p.presence_penalty = 0.4f;
+                        p.penalty_last_n = mode == 1 ? -1 : 64;
+                    }
+                    if (mode == 2 && ki == 1) { p.top_p = 1.0f; p.min_p = 0.0f; p.temp = 1.5f; }
+                    if (mode == 0 && ki == 2) { p.top_p = 0.5f; p.min_p = 0.01f; }
+                    const bool slow = nv > 5000 && (p.top_k <= 0 || p.top_k >= nv || mode == 2);
+                    const int draws = quick ? 2 : slow ? 3 : nv > 5000 ? 24 : 40;
+                    rf_rng rng;
+                    rf_rng_seed(&rng, 1000 + 17 * vi + 5 * ki + pen + 100 * mode);
+                    for (int d = 0; d < draws; d++) {
+                        const float u = d == 0 ? 0.0f : d == 1 ? 0.99999994f : rf_rng_uniform(&rng);
+                        float lp = 0, lpr = 0;
+                        int32_t g = gpu_sample(dl, nv, &p, dhist, 200, u, dtok, dlp, &lp);
+                        int32_t r = rf_sample_host(lg, nv, &p, hist, 200, u, &lpr);
+                        calls++;
+                        if (g != r && bad++ < 5)
+                            fprintf(stderr, "  exact sampling: vocab %d mode %d top_k %d pen %d u %.9g: gpu %d, cpu %d\n", nv,
+                                    mode, p.top_k, pen, (double)u, g, r);
+                        if (g == r && !(fabsf(lp - lpr) <= 1e-4f * (1 + fabsf(lpr))) && lp_bad++ < 5)
+                            fprintf(stderr, "  exact sampling: vocab %d mode %d top_k %d: logprob gpu %g, cpu %g\n", nv, mode,
+                                    p.top_k, (double)lp, (double)lpr);
+                    }
+                }
+        }
+        CHECK(bad == 0, "exact sampling (vocab %d): %d of %d tokens differ from the CPU", nv, bad, calls);
+        CHECK(lp_bad == 0, "exact sampling (vocab %d): %d log-probabilities off", nv, lp_bad);
+        dfree(dhist);
+        dfree(dl);
+        free(lg);
+    }
+}
+
+#if HAVE_GPU_BUILD
+/* ROCMFORGE_SAMPLE_BENCH=1: times the sampler (us per call, median of 7) at vocab 32000 and
+ * 152064, uniform logits in [-10, 10], with the log-probability: graph replay (bench_graph) and
+ * eager launches bracketed by events. */
+typedef struct {
+    const float *lg;
+    int nv;
+    rf_sample_params p;
+    const int32_t *hist;
+    int n_hist;
+    int32_t *tok;
+    float *lp;
+} sbench;
+static void sb_call(void *a) {
+    sbench *s = a;
+    be->ops->sample(be, s->lg, s->nv, &s->p, s->hist, s->n_hist, 0.37f, s->tok, s->lp);
+}
+static double sb_eager(sbench *s, int reps) {
+    gpuStream_t st = (gpuStream_t)rf_gpu_backend_stream(be);
+    gpuEvent_t e0, e1;
+    gpuEventCreate(&e0);
+    gpuEventCreate(&e1);
+    double t[7];
+    sb_call(s);
+    for (int k = 0; k < 7; k++) {
+        gpuEventRecord(e0, st);
+        for (int i = 0; i < reps; i++) sb_call(s);
+        gpuEventRecord(e1, st);
+        gpuStreamSynchronize(st);
+        float ms = 0;
+        gpuEventElapsedTime(&ms, e0, e1);
+        t[k] = ms * 1000.0 / reps;
+    }
+    for (int i = 0; i < 7; i++)
+        for (int j = i + 1; j < 7; j++)
+            if (t[j] < t[i]) { double x = t[i]; t[i] = t[j]; t[j] = x; }
+    gpuEventDestroy(e0);
+    gpuEventDestroy(e1);
+    return t[3];
+}
+static void bench_sampler(int32_t *dtok, float *dlp) {
+    const int vocabs[] = {32000, 152064};
+    float *h = malloc(4 * 152064);
+    fill(h, 152064, -10, 10);
+    int32_t hist[64];
+    for (int i = 0; i < 64; i++) hist[i] = test_randint(0, 31999);
+    int32_t *dhist = dput(hist, sizeof hist);
+    for (size_t vi = 0; vi < 2; vi++) {
+        sbench s = {dput(h, 4 * (size_t)vocabs[vi]), vocabs[vi], rf_sample_params_default(), dhist, 0, dtok, dlp};
+        const char *names[] = {"default (top-k 40)", "top-k 40 + penalties", "top-k 1000", "top-k off (full sort)"};
+        for (int c = 0; c < 4; c++) {
+            s.p = rf_sample_params_default();
+            s.n_hist = 0;
+            if (c == 1) { s.p.repeat_penalty = 1.1f; s.n_hist = 64; }
+            if (c == 2) s.p.top_k = 1000;
+            if (c == 3) s.p.top_k = 0;
+            const int reps = c == 3 ? 3 : 20;
+            printf("BENCH sampler vocab %6d %-22s: graph %9.2f us, eager %9.2f us\n", vocabs[vi], names[c],
+                   bench_graph(sb_call, &s, reps), sb_eager(&s, reps));
+        }
+        dfree((void *)s.lg);
+    }
+    dfree(dhist);
+    free(h);
+    CHECK(be->ops->sync(be) == 0, "sampler bench: %s", rf_error());
+}
+#endif
+
 static void test_sampler(void) {
     const int vocabs[] = {1, 7, 512, 32000, 151936};
     int32_t *dtok = be->ops->alloc(be, 4);
@@ -707,6 +841,10 @@ static void test_sampler(void) {
         dfree(dl);
         free(lg);
     }
+    test_sampler_exact(dtok, dlp);
+#if HAVE_GPU_BUILD
+    if (getenv("ROCMFORGE_SAMPLE_BENCH") && atoi(getenv("ROCMFORGE_SAMPLE_BENCH"))) bench_sampler(dtok, dlp);
+#endif
     dfree(dtok);
     dfree(dlp);
 }
