@@ -5,6 +5,7 @@
 #            memcheck + racecheck on the kernel tests
 #   bench:   copy bandwidth, then `rocmforge bench` on mkmodel files of the 1B shape
 #   bench7b: the same on the Llama-2-7B shape (F16, Q8_0, Q4_0, Q4_K_M)
+#   longctx: tg128 after 512, 8192 and 32768 tokens of context (1B F16, 7B Q4_K_M)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
 set -uo pipefail
 OUT=${OUT:-/tmp/rf-out}
@@ -28,7 +29,7 @@ test)
     grep -E " gpu |FAIL|RESULT|batched" "$OUT/test-model-gpu.log" | tee -a "$OUT/summary.txt"
     for tool in memcheck racecheck; do
         log "compute-sanitizer $tool on test_gpu_ops"
-        ROCMFORGE_TEST_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/test_gpu_ops \
+        ROCMFORGE_GPU_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/test_gpu_ops \
             > "$OUT/sanitizer-$tool.log" 2>&1
         echo "exit $? ; $(grep -E 'ERROR SUMMARY|RESULT' "$OUT/sanitizer-$tool.log" | tail -2 | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
     done
@@ -47,6 +48,19 @@ bench|bench7b)
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         log "bench $tag $t ($(stat -c %s $f) bytes)"
         $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -2 | tee -a "$OUT/summary.txt"
+    done
+    ;;
+longctx)
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
+    for spec in "1b f16 --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192" \
+                "7b q4_k_m --n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; do
+        set -- $spec; tag=$1; t=$2; shift 2
+        f=$M/$tag-$t.gguf
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t "$@" 2>>"$OUT/mkmodel.log"
+        for d in 512 8192 32768; do
+            log "tg128 at depth $d, $tag $t"
+            $BIN bench -m $f -p 0 -n 128 -d $d -b 2048 -r 2 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+        done
     done
     ;;
 esac
