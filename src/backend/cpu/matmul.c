@@ -164,8 +164,10 @@ static int64_t tile_rows(const mm_ctx *c) {
 }
 
 /* Tokens from which the tiled GEMM kernels (when the level has one for the type) replace the
- * per-row kernels: below this, packing a tile costs more than it saves. */
-#define GEMM_MIN_TOK 6
+ * per-row kernels. 1: every n_tok takes the GEMM (or, for n_tok == 1, a matvec kernel with the
+ * GEMM's exact arithmetic), so a token's result does not depend on the batch (test_model checks
+ * batched == alone to 1e-4; int8 activation codes amplify any ulp difference). */
+#define GEMM_MIN_TOK 1
 
 /* Tokens flagged bad after a gemm pass: their rows are redone with the generic f32 path. */
 static void bad_worker(void *ctx_, int ith, int nth) {
