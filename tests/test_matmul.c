@@ -231,6 +231,38 @@ static void test_edges(rf_threadpool *tp3, rf_isa best) {
     }
 }
 
+/* Batch invariance: for the int8 types a token's output must be bit-identical whether it is
+ * computed alone or inside a batch of any size (the next layer quantizes it to int8 codes, and
+ * one ulp can flip a code; test_model checks batched == alone on whole models). */
+static void test_batch_invariance(rf_threadpool *tp3, rf_isa best) {
+    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q5_0, RF_TYPE_IQ4_NL};
+    const int64_t n_out = 37, n_in = 768, n_tok = 21;
+    for (size_t k = 0; k < RF_ARRAY_LEN(types); k++) {
+        uint64_t rb;
+        uint8_t *w = random_weights(types[k], n_out, n_in, &rb);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        float *yb = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *y1 = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
+        for (int isa = 0; isa <= (int)best; isa++) {
+            rf_matmul(tp3, (rf_isa)isa, types[k], w, n_out, n_in, x, n_tok, yb);
+            /* the same tokens alone, and in uneven groups */
+            for (int64_t t = 0; t < n_tok;) {
+                const int64_t g = RF_MIN(n_tok - t, 1 + t % 7);
+                rf_matmul(tp3, (rf_isa)isa, types[k], w, n_out, n_in, x + t * n_in, g, y1 + t * n_out);
+                t += g;
+            }
+            int diff = 0;
+            for (int64_t i = 0; i < n_tok * n_out; i++) diff += memcmp(&yb[i], &y1[i], sizeof(float)) != 0;
+            CHECK(diff == 0, "%s %s: %d outputs differ between one batch and groups of 1..7 tokens",
+                  rf_type_name(types[k]), rf_isa_name((rf_isa)isa), diff);
+        }
+        free(w);
+        free(x);
+        free(yb);
+        free(y1);
+    }
+}
+
 static _Atomic int tp_calls[8];
 static _Atomic int tp_nth_ok;
 static void tp_fn(void *ctx, int ith, int nth) {
@@ -258,6 +290,7 @@ int main(void) {
     test_threadpool(tp3);
     test_random(tp3, best);
     test_edges(tp3, best);
+    test_batch_invariance(tp3, best);
     rf_threadpool_free(tp3);
     if (getenv("RF_TEST_VERBOSE"))
         for (uint32_t t = 0; t < RF_TYPE_COUNT; t++)

@@ -704,6 +704,42 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
     *out = hsum16(acc) - hsum8(macc);
 }
 
+/* Q4_K with the GEMM's exact arithmetic (see chain_fma): integer sub-block sums with SIMD, then per
+ * sub-block acc = fma(I, fl(fl(d*sc)*dx), acc), acc = fma(fl(-dmin*mn), d_x*sum(xq), acc). */
+AI float gemv_q4_k_row_exact(const uint8_t *w, const uint8_t *xr, int64_t nsb, const float *xd, const float *xds) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    float acc = 0;
+    for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576, xd += 8, xds += 8) {
+        PF(w, PF_Q4_K);
+        PF(w + 64, PF_Q4_K);
+        PF(w + 128, PF_Q4_K);
+        _Alignas(64) int32_t t[4][16];
+        for (int p = 0; p < 2; p++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(w + 16 + 64 * p));
+            __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), _mm512_load_si512((const void *)(xr + 128 * p)));
+            __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                             _mm512_load_si512((const void *)(xr + 128 * p + 64)));
+            lo = _mm512_add_epi32(lo, _mm512_shuffle_epi32(lo, (_MM_PERM_ENUM)0xB1));
+            hi = _mm512_add_epi32(hi, _mm512_shuffle_epi32(hi, (_MM_PERM_ENUM)0xB1));
+            lo = _mm512_add_epi32(lo, _mm512_shuffle_epi32(lo, (_MM_PERM_ENUM)0x4E));
+            hi = _mm512_add_epi32(hi, _mm512_shuffle_epi32(hi, (_MM_PERM_ENUM)0x4E));
+            lo = _mm512_add_epi32(lo, _mm512_shuffle_i32x4(lo, lo, 0xB1));
+            hi = _mm512_add_epi32(hi, _mm512_shuffle_i32x4(hi, hi, 0xB1));
+            _mm512_store_si512((void *)t[2 * p], lo);
+            _mm512_store_si512((void *)t[2 * p + 1], hi);
+        }
+        const int32_t I[8] = {t[0][0], t[1][0], t[0][8], t[1][8], t[2][0], t[3][0], t[2][8], t[3][8]};
+        const float d = f16v(w), dmin = f16v(w + 2);
+        uint8_t sc[8], mn[8];
+        k4_unpack(w + 4, sc, mn);
+        for (int j = 0; j < 8; j++) {
+            acc = fmaf((float)I[j], (d * (float)sc[j]) * xd[j], acc);
+            acc = fmaf(-dmin * (float)mn[j], xds[j], acc);
+        }
+    }
+    return acc;
+}
+
 static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nsb = x->n_in / 256;
     uint8_t *xr = gscratch(1, (size_t)(nsb * 576) + 64);
@@ -719,7 +755,7 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) gemv_q4_k_row(w + (uint64_t)r * rb, xr, nsb, y + r);
+        for (int64_t r = r0; r < r1; r++) y[r] = gemv_q4_k_row_exact(w + (uint64_t)r * rb, xr, nsb, x->d, x->dsum);
 }
 
 /* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
@@ -815,6 +851,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     if (!__builtin_cpu_supports("avx512vbmi")) return;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
-    (void)gemv_q4_k; /* not batch-invariant yet (see chain_fma): Q4_K/Q6_K decode uses the GEMM */
-    (void)gemv_q6_k;
+    k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
+    (void)gemv_q6_k; /* not batch-invariant yet (see chain_fma): Q6_K decode uses the GEMM */
+    (void)gemv_q4_k_row;
 }
