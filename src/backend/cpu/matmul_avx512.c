@@ -795,6 +795,41 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
     *out = hsum16(acc);
 }
 
+/* Q6_K with the GEMM's exact arithmetic: integer 16-block sums (offset -32*sum included) with
+ * SIMD, then per 16-block acc = fma(I, fl(fl(d*sc)*dx), acc) in order. */
+AI float gemv_q6_k_row_exact(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int64_t nsb, const float *xd) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
+                                         0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL);
+    const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
+    float acc = 0;
+    for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256, xd += 8) {
+        PF(w, PF_Q6_K);
+        PF(w + 64, PF_Q6_K);
+        PF(w + 128, PF_Q6_K);
+        PF(w + 192, PF_Q6_K);
+        _Alignas(64) int32_t t[4][16];
+        for (int h = 0; h < 2; h++) {
+            const __m512i ab = _mm512_loadu_si512((const void *)(w + 64 * h));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));
+            const __m512i g01 = _mm512_or_si512(_mm512_and_si512(ab, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, shl), m30));
+            const __m512i g23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ab, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(hb, shr), m30));
+            for (int c = 0; c < 2; c++) {
+                const int q = 2 * h + c;
+                __m512i ia = _mm512_dpbusd_epi32(_mm512_load_si512((const void *)(xr + 64 * q)), c ? g23 : g01,
+                                                 _mm512_loadu_si512((const void *)(xq + 64 * q)));
+                ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0xB1));
+                ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0x4E)); /* lane 4j: 16-block 4q+j */
+                _mm512_store_si512((void *)t[q], ia);
+            }
+        }
+        const float d = f16v(w + 208);
+        const int8_t *sc = (const int8_t *)(w + 192);
+        for (int b = 0; b < 16; b++) acc = fmaf((float)t[b / 4][4 * (b % 4)], (d * (float)sc[b]) * xd[b / 2], acc);
+    }
+    return acc;
+}
+
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nsb = x->n_in / 256;
     uint8_t *xr = gscratch(1, (size_t)(nsb * 512) + 64);
@@ -809,7 +844,7 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) gemv_q6_k_row(w + (uint64_t)r * rb, x->q, xr, nsb, y + r);
+        for (int64_t r = r0; r < r1; r++) y[r] = gemv_q6_k_row_exact(w + (uint64_t)r * rb, x->q, xr, nsb, x->d);
 }
 
 /* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
@@ -852,6 +887,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
-    (void)gemv_q6_k; /* not batch-invariant yet (see chain_fma): Q6_K decode uses the GEMM */
-    (void)gemv_q4_k_row;
+    k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
+    (void)gemv_q4_k_row; /* the faster lane-parallel versions, kept for reference (not batch-invariant) */
+    (void)gemv_q6_k_row;
 }
