@@ -214,11 +214,13 @@ static void test_batches(const char *device) {
             done[2] = 0;
         }
     }
-    /* CPU: the same arithmetic whatever the batch, so equal to rounding. GPU: batches of more than
-     * 16 tokens take f16-operand GEMM and tensor-core attention, smaller ones f32 matvecs, and
-     * random weights amplify that difference to ~2e-2 (measured 2.3e-2 on an H200); a cache slot
-     * or block-table mistake gives differences of order 1. */
-    float tol = strncmp(device, "gpu", 3) ? 1e-4f : 5e-2f;
+    /* The reference devices (cpu-ref, cpu-ggml) compute each token the same way whatever the
+     * batch, so they must agree to rounding: that proves the paging (slots, block tables, forks).
+     * The fast paths may use different kernels for different batch sizes (GPU: f16-operand GEMM
+     * and tensor-core attention above 16 tokens, f32 matvecs below; CPU: int8-activation GEMM vs
+     * matvec with another summation order); random weights amplify that to ~2e-2 (measured 2.3e-2
+     * on an H200), while a slot or block-table mistake gives differences of order 1. */
+    float tol = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml") ? 1e-4f : 5e-2f;
     printf("batched vs alone on %s: %d positions, max rel diff %.2e (limit %.0e)\n", device, checked, max_err, tol);
     CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
 
