@@ -543,35 +543,42 @@ AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
  * The GEMM defines the arithmetic: per block b in order, acc = fma(float(I_b), fl(d_w,b * d_x,b),
  * acc) with I_b the exact integer block sum (offset included), from acc = 0. The matvec kernels
  * compute the I_b and products with SIMD and then run that same scalar fma chain. */
-AI float chain_fma(const int32_t *I, const float *P, int64_t n, int stride, float acc) {
-    for (int64_t i = 0; i < n; i++) acc = fmaf((float)I[i * stride], P[i * stride], acc);
-    return acc;
-}
 
-AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t *xr, int64_t ng, float *out) {
-    (void)rb;
-    (void)R;
+/* One Q4_0 group (4 blocks): f32 block partial products of 16 lanes, scale not yet applied. */
+AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i idd = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18,
                                          9, 9, 9, 9, 0, 0, 0, 0);
-    int32_t *I = gscratch(0, (size_t)(ng * 128) + 64);
-    float *P = (float *)(I + ng * 16);
-    for (int64_t g = 0; g < ng; g++, xr += 256) {
-        const __m512i xl = _mm512_load_si512((const void *)xr), xh = _mm512_load_si512((const void *)(xr + 64));
-        const __m512 xd = _mm512_load_ps((const float *)(xr + 128));
-        const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
-        const uint8_t *bp = w + 72 * g;
-        PF(bp, PF_Q4_0);
-        const __m512i qs = ld_q4_0x4(bp);
-        const __m512 dv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idd, _mm512_loadu_si512((const void *)bp))));
-        __m512i ia = _mm512_dpbusd_epi32(xz, _mm512_and_si512(qs, m4), xl);
-        ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
-        ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0xB1));
-        ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0x4E)); /* lane 4k: I of block k */
-        _mm512_store_si512((void *)(I + 16 * g), ia);
-        _mm512_store_ps(P + 16 * g, _mm512_mul_ps(dv, xd));
+    const __m512i xl = _mm512_load_si512((const void *)xr), xh = _mm512_load_si512((const void *)(xr + 64));
+    const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
+    PF(bp, PF_Q4_0);
+    const __m512i qs = ld_q4_0x4(bp);
+    const __m512 dv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idd, _mm512_loadu_si512((const void *)bp))));
+    *scale = _mm512_mul_ps(dv, _mm512_load_ps((const float *)(xr + 128)));
+    __m512i ia = _mm512_dpbusd_epi32(xz, _mm512_and_si512(qs, m4), xl);
+    ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
+    return _mm512_cvtepi32_ps(ia);
+}
+
+/* Lane-parallel: lane 4k+j accumulates a quarter of block k of every group in f32 (no per-block
+ * horizontal step, no serial chain); two accumulators (even/odd groups) so the fma latency is
+ * not the limit. Not bit-identical to the GEMM (other summation order): within float rounding. */
+AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t *xr, int64_t ng, float *out) {
+    (void)rb;
+    (void)R;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), s0, s1;
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2, xr += 512) {
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0);
+        const __m512 p1 = q4_0_grp(w + 72 * g + 72, xr + 256, &s1);
+        a0 = _mm512_fmadd_ps(p0, s0, a0);
+        a1 = _mm512_fmadd_ps(p1, s1, a1);
     }
-    out[0] = chain_fma(I, P, 4 * ng, 4, 0.0f);
+    if (g < ng) {
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0);
+        a0 = _mm512_fmadd_ps(p0, s0, a0);
+    }
+    out[0] = hsum16(_mm512_add_ps(a0, a1));
 }
 
 /* Leftover blocks [b0, nb) of a Q4_0 (kind 0) or Q8_0 (kind 1) row, continuing the chain. */
@@ -615,29 +622,33 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
 /* Q8_0: groups of 2 blocks (68 bytes); codes made unsigned (xor 0x80, zero point 128). The
  * activation codes are used in place; per group the record holds 16 dx (lane j: block j/8) and
  * 16 int32 -128*sum (lanes 0 and 8). */
+AI __m512 q8_0_grp(const uint8_t *bp, const int8_t *xq, const uint8_t *xr, __m512 *scale) {
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i xv = _mm512_loadu_si512((const void *)xq);
+    const __m512i xz = _mm512_load_si512((const void *)(xr + 64));
+    PF(bp, PF_Q8_0);
+    const __m512i qs = _mm512_xor_si512(ld_q8_0x2(bp), x80);
+    *scale = _mm512_mul_ps(d_q8_0x2(bp), _mm512_load_ps((const float *)xr));
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(xz, qs, xv));
+}
+
 AI void gemv_q8_0_rows(const uint8_t *w, uint64_t rb, const int R, const int8_t *xq, const uint8_t *xr, int64_t ng,
                        float *out) {
     (void)rb;
     (void)R;
-    const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    int32_t *I = gscratch(0, (size_t)(ng * 128) + 64);
-    float *P = (float *)(I + ng * 16);
-    for (int64_t g = 0; g < ng; g++, xr += 128, xq += 64) {
-        const __m512i xv = _mm512_loadu_si512((const void *)xq);
-        const __m512 xd = _mm512_load_ps((const float *)xr);
-        const __m512i xz = _mm512_load_si512((const void *)(xr + 64));
-        const uint8_t *bp = w + 68 * g;
-        PF(bp, PF_Q8_0);
-        const __m512i qs = _mm512_xor_si512(ld_q8_0x2(bp), x80);
-        const __m512 dv = d_q8_0x2(bp);
-        __m512i ia = _mm512_dpbusd_epi32(xz, qs, xv);
-        ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0xB1));
-        ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0x4E));
-        ia = _mm512_add_epi32(ia, _mm512_shuffle_i32x4(ia, ia, 0xB1)); /* lanes 0 and 8: I of the 2 blocks */
-        _mm512_store_si512((void *)(I + 16 * g), ia);
-        _mm512_store_ps(P + 16 * g, _mm512_mul_ps(dv, xd));
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), s0, s1;
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2, xr += 256, xq += 128) {
+        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0);
+        const __m512 p1 = q8_0_grp(w + 68 * g + 68, xq + 64, xr + 128, &s1);
+        a0 = _mm512_fmadd_ps(p0, s0, a0);
+        a1 = _mm512_fmadd_ps(p1, s1, a1);
     }
-    out[0] = chain_fma(I, P, 2 * ng, 8, 0.0f);
+    if (g < ng) {
+        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0);
+        a0 = _mm512_fmadd_ps(p0, s0, a0);
+    }
+    out[0] = hsum16(_mm512_add_ps(a0, a1));
 }
 
 static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
@@ -670,7 +681,7 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
                            _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
                            _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
                            _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m256 macc = _mm256_setzero_ps();
     for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576) {
         PF(w, PF_Q4_K);
@@ -698,46 +709,10 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
             const __m512 slo = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p)));
             const __m512 shi = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p + 1], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p + 64)));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), slo, acc);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), shi, acc);
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), shi, acc1);
         }
     }
-    *out = hsum16(acc) - hsum8(macc);
-}
-
-/* Q4_K with the GEMM's exact arithmetic (see chain_fma): integer sub-block sums with SIMD, then per
- * sub-block acc = fma(I, fl(fl(d*sc)*dx), acc), acc = fma(fl(-dmin*mn), d_x*sum(xq), acc). */
-AI float gemv_q4_k_row_exact(const uint8_t *w, const uint8_t *xr, int64_t nsb, const float *xd, const float *xds) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    float acc = 0;
-    for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576, xd += 8, xds += 8) {
-        PF(w, PF_Q4_K);
-        PF(w + 64, PF_Q4_K);
-        PF(w + 128, PF_Q4_K);
-        _Alignas(64) int32_t t[4][16];
-        for (int p = 0; p < 2; p++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(w + 16 + 64 * p));
-            __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), _mm512_load_si512((const void *)(xr + 128 * p)));
-            __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                             _mm512_load_si512((const void *)(xr + 128 * p + 64)));
-            lo = _mm512_add_epi32(lo, _mm512_shuffle_epi32(lo, (_MM_PERM_ENUM)0xB1));
-            hi = _mm512_add_epi32(hi, _mm512_shuffle_epi32(hi, (_MM_PERM_ENUM)0xB1));
-            lo = _mm512_add_epi32(lo, _mm512_shuffle_epi32(lo, (_MM_PERM_ENUM)0x4E));
-            hi = _mm512_add_epi32(hi, _mm512_shuffle_epi32(hi, (_MM_PERM_ENUM)0x4E));
-            lo = _mm512_add_epi32(lo, _mm512_shuffle_i32x4(lo, lo, 0xB1));
-            hi = _mm512_add_epi32(hi, _mm512_shuffle_i32x4(hi, hi, 0xB1));
-            _mm512_store_si512((void *)t[2 * p], lo);
-            _mm512_store_si512((void *)t[2 * p + 1], hi);
-        }
-        const int32_t I[8] = {t[0][0], t[1][0], t[0][8], t[1][8], t[2][0], t[3][0], t[2][8], t[3][8]};
-        const float d = f16v(w), dmin = f16v(w + 2);
-        uint8_t sc[8], mn[8];
-        k4_unpack(w + 4, sc, mn);
-        for (int j = 0; j < 8; j++) {
-            acc = fmaf((float)I[j], (d * (float)sc[j]) * xd[j], acc);
-            acc = fmaf(-dmin * (float)mn[j], xds[j], acc);
-        }
-    }
-    return acc;
+    *out = hsum16(_mm512_add_ps(acc, acc1)) - hsum8(macc);
 }
 
 static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
@@ -755,7 +730,7 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) y[r] = gemv_q4_k_row_exact(w + (uint64_t)r * rb, xr, nsb, x->d, x->dsum);
+        for (int64_t r = r0; r < r1; r++) gemv_q4_k_row(w + (uint64_t)r * rb, xr, nsb, y + r);
 }
 
 /* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
@@ -768,7 +743,7 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
     const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
                                          0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL);
     const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256) {
         PF(w, PF_Q6_K);
         PF(w + 64, PF_Q6_K);
@@ -788,46 +763,12 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
                 const __m512i idx = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                                        _mm512_set1_epi32(16 * q)), 2);
                 const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(idx, scv), _mm512_load_ps((const float *)(xr + 256 + 64 * q)));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
+                if (c) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc1);
+                else acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
             }
         }
     }
-    *out = hsum16(acc);
-}
-
-/* Q6_K with the GEMM's exact arithmetic: integer 16-block sums (offset -32*sum included) with
- * SIMD, then per 16-block acc = fma(I, fl(fl(d*sc)*dx), acc) in order. */
-AI float gemv_q6_k_row_exact(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int64_t nsb, const float *xd) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
-                                         0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL);
-    const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
-    float acc = 0;
-    for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256, xd += 8) {
-        PF(w, PF_Q6_K);
-        PF(w + 64, PF_Q6_K);
-        PF(w + 128, PF_Q6_K);
-        PF(w + 192, PF_Q6_K);
-        _Alignas(64) int32_t t[4][16];
-        for (int h = 0; h < 2; h++) {
-            const __m512i ab = _mm512_loadu_si512((const void *)(w + 64 * h));
-            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));
-            const __m512i g01 = _mm512_or_si512(_mm512_and_si512(ab, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, shl), m30));
-            const __m512i g23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ab, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(hb, shr), m30));
-            for (int c = 0; c < 2; c++) {
-                const int q = 2 * h + c;
-                __m512i ia = _mm512_dpbusd_epi32(_mm512_load_si512((const void *)(xr + 64 * q)), c ? g23 : g01,
-                                                 _mm512_loadu_si512((const void *)(xq + 64 * q)));
-                ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0xB1));
-                ia = _mm512_add_epi32(ia, _mm512_shuffle_epi32(ia, (_MM_PERM_ENUM)0x4E)); /* lane 4j: 16-block 4q+j */
-                _mm512_store_si512((void *)t[q], ia);
-            }
-        }
-        const float d = f16v(w + 208);
-        const int8_t *sc = (const int8_t *)(w + 192);
-        for (int b = 0; b < 16; b++) acc = fmaf((float)t[b / 4][4 * (b % 4)], (d * (float)sc[b]) * xd[b / 2], acc);
-    }
-    return acc;
+    *out = hsum16(_mm512_add_ps(acc, acc1));
 }
 
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
@@ -844,7 +785,7 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) y[r] = gemv_q6_k_row_exact(w + (uint64_t)r * rb, x->q, xr, nsb, x->d);
+        for (int64_t r = r0; r < r1; r++) gemv_q6_k_row(w + (uint64_t)r * rb, x->q + 0, xr, nsb, y + r);
 }
 
 /* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
@@ -853,8 +794,18 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, c
     while (rf_rowq_take(rq, &r0, &r1))
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *p = w + (uint64_t)r * rb;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
         int64_t i = 0;
+        for (; i + 64 <= n_in; i += 64) {
+            PF(p + 2 * i, PF_F16);
+            PF(p + 2 * i + 64, PF_F16);
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
+            a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 64))), _mm512_loadu_ps(x + i + 32), a2);
+            a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 96))), _mm512_loadu_ps(x + i + 48), a3);
+        }
+        a0 = _mm512_add_ps(a0, a2);
+        a1 = _mm512_add_ps(a1, a3);
         for (; i + 32 <= n_in; i += 32) {
             PF(p + 2 * i, PF_F16);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
@@ -888,6 +839,4 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
-    (void)gemv_q4_k_row; /* the faster lane-parallel versions, kept for reference (not batch-invariant) */
-    (void)gemv_q6_k_row;
 }
