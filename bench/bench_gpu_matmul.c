@@ -1,6 +1,10 @@
 /* bench_gpu_matmul: times rf_gpu_matmul on the device.
  *
- *   bench_gpu_matmul [iters]
+ *   bench_gpu_matmul [iters] [quick|ab]
+ *
+ * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 Q5_K and the decode shapes, n = 1, 2, GB/s
+ * of three contexts: f32 matvec (RF_MM_F32_MV=1, the k_mv reference), int8 x + dp4a without
+ * programmatic dependent launch (RF_MM_PDL=0), and the default (int8 + PDL on CUDA).
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -58,8 +62,76 @@ static void fill(uint32_t type, int64_t n_out, int64_t n_in, uint8_t *buf) {
     }
 }
 
+static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
+    if (name) setenv(name, val, 1);
+    rf_gpu_matmul_ctx *c = rf_gpu_matmul_init(NULL);
+    if (name) unsetenv(name);
+    return c;
+}
+
+static int run_ab(int iters) {
+    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_F32_MV", "1"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
+    if (!ctx[0] || !ctx[1] || !ctx[2]) {
+        fprintf(stderr, "init: %s\n", rf_last_error());
+        return 1;
+    }
+    const uint32_t types[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q5_K};
+    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {1024, 4096}};
+    const int64_t xn = 2 * 11008;
+    float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)xn), *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)xn);
+    float *hx = malloc(sizeof(float) * (size_t)xn);
+    for (int64_t i = 0; i < xn; i++) hx[i] = randf();
+    rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
+    free(hx);
+    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "f32", "int8", "int8+pdl",
+           "f32", "int8", "i8+pdl");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const uint32_t type = types[t];
+            const int64_t n_out = shapes[s][0], n_in = shapes[s][1];
+            uint64_t rb = 0;
+            rf_row_bytes(type, (uint64_t)n_in, &rb);
+            const size_t bytes = (size_t)(rb * (uint64_t)n_out);
+            int copies = (int)((256u << 20) / bytes) + 1;
+            if (copies < 2) copies = 2;
+            if (copies > 64) copies = 64;
+            uint8_t *hw = malloc(bytes);
+            fill(type, n_out, n_in, hw);
+            void **dw = calloc((size_t)copies, sizeof(void *));
+            for (int c = 0; c < copies; c++) {
+                dw[c] = rf_gpu_mm_alloc(bytes);
+                rf_gpu_mm_upload(dw[c], hw, bytes);
+            }
+            for (int n = 1; n <= 2; n++) {
+                double ms[3];
+                for (int k = 0; k < 3; k++)
+                    ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
+                printf("%-6s %5lldx%-6lld %2d | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f\n", rf_type_name(type), (long long)n_out,
+                       (long long)n_in, n, (double)bytes / (ms[0] * 1e6), (double)bytes / (ms[1] * 1e6),
+                       (double)bytes / (ms[2] * 1e6), ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3);
+            }
+            for (int c = 0; c < copies; c++) rf_gpu_mm_dfree(dw[c]);
+            free(dw);
+            free(hw);
+        }
+    rf_gpu_mm_dfree(dx);
+    rf_gpu_mm_dfree(dy);
+    for (int k = 0; k < 3; k++) rf_gpu_matmul_free(ctx[k]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 30;
+    if (argc > 2 && !strcmp(argv[2], "ab")) {
+        if (rf_gpu_mm_device_count() <= 0) {
+            printf("no GPU device\n");
+            return 0;
+        }
+        char nm[256];
+        rf_gpu_mm_device_name(nm, sizeof nm);
+        printf("device: %s\n", nm);
+        return run_ab(iters);
+    }
     /* "quick": the decode-relevant types, n = 1 and 2, the large and the small shapes, one GEMM */
     const int quick = argc > 2 && !strcmp(argv[2], "quick");
     if (rf_gpu_mm_device_count() <= 0) {

@@ -10,9 +10,14 @@
  *    off, x misaligned (scalar x loads). Output poisoned with NaN before each call.
  *    Oracle: rows decoded by rf_dequantize_row, dot in double. Tolerance per output:
  *    |y - ref| <= tol * (sum_i |w_i x_i| + |bias|), tol = 1e-4 for f32 paths and 2e-3 for the f16
- *    GEMM path (x and decoded W rounded to f16: 2^-11 relative each).
- *    Non-finite x: a NaN in a column makes that whole output column NaN; an inf gives exactly the
- *    oracle's inf / NaN per output.
+ *    GEMM path (x and decoded W rounded to f16: 2^-11 relative each). For n <= 2 the quantized types
+ *    may take the int8-activation path (x rounded to int8 per 32-element block: q = round(x / d),
+ *    d = amax / 127, so |x - q d| <= d / 2): the tolerance then adds that rounding's exact worst
+ *    case, 1.01 * sum_i |w_i| d_b(i) / 2 (b(i): the block of element i; 1 % slack for the f32
+ *    scale arithmetic). For random x this is ~1e-2 of sum |w x| (like the CPU int8 path's
+ *    tol = 1e-2 in tests/test_matmul.c) but it is a bound, not a statistical guess.
+ *    Non-finite x (n = 1, 2, 3, 33): a NaN in a column makes that whole output column NaN; an inf
+ *    gives exactly the oracle's inf / NaN per output (the int8 path recomputes such a column in f32).
  * 3. Errors: unsupported type and bad n_in return -1.
  * Without a GPU (or a build without a GPU toolchain) the device checks SKIP with a count. */
 #include <math.h>
@@ -113,6 +118,58 @@ static void test_host_decode(void) {
     }
 }
 
+/* Worst-case error of the int8-activation rounding for one output: sum_i |w_i| * d_b(i) / 2,
+ * d_b = max_{j in block b} |x_j| / 127 over 32-element blocks of x (matmul_gpu.h). */
+static double q8_bound(const float *w, const double *x, int64_t n_in) {
+    double s = 0;
+    for (int64_t b = 0; b < n_in; b += 32) {
+        double amax = 0, sw = 0;
+        for (int64_t i = b; i < b + 32 && i < n_in; i++) {
+            if (fabs(x[i]) > amax) amax = fabs(x[i]);
+            sw += fabs((double)w[i]);
+        }
+        s += sw * amax / 127.0 * 0.5;
+    }
+    return s;
+}
+
+/* Host check of the int8-activation unit layouts (rf_gpu_mm_host_qdot) against the double oracle
+ * with the int8 rounding bound (no GPU needed). */
+static void test_host_qdot(void) {
+    static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0, RF_TYPE_Q5_1,
+                                  RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
+        const uint32_t type = QT[t];
+        const int64_t n_in = 768;
+        uint64_t rb = 0;
+        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        uint8_t *row = malloc(rb + 16);
+        float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * (size_t)n_in);
+        double *xd = malloc(sizeof(double) * (size_t)n_in);
+        double worst = 0;
+        int rc = 0;
+        for (int rep = 0; rep < 40 && rc == 0; rep++) {
+            uint8_t *r = row + 2 * (rep % 2 && rf_type_get(type)->block_bytes % 4 ? 1 : 0); /* 2-byte offset rows */
+            make_weights(type, 1, n_in, r);
+            rf_dequantize_row(type, r, wf, n_in);
+            for (int64_t i = 0; i < n_in; i++) xd[i] = x[i] = gauss() * (rep % 3 ? 1.0f : 100.0f);
+            double got = 0, ref = 0, mag = 0;
+            rc = rf_gpu_mm_host_qdot(type, r, n_in, x, &got);
+            for (int64_t i = 0; i < n_in; i++) {
+                ref += (double)wf[i] * xd[i];
+                mag += fabs((double)wf[i] * xd[i]);
+            }
+            const double e = fabs(got - ref) / (1e-5 * mag + 1.01 * q8_bound(wf, xd, n_in) + 1e-30);
+            if (!(e <= worst)) worst = e;
+        }
+        CHECK(rc == 0 && worst <= 1.0, "host int8 dot %s: rc %d, worst error %.3g x bound", rf_type_name(type), rc, worst);
+        free(row);
+        free(wf);
+        free(x);
+        free(xd);
+    }
+}
+
 typedef struct {
     rf_gpu_matmul_ctx *ctx;
     int has_cublas;
@@ -136,6 +193,7 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
     for (int64_t o = 0; o < n_out; o++) bias[o] = gauss();
     float *y = malloc(sizeof(float) * (size_t)(NMAX * n_out));
     double *ref = malloc(sizeof(double) * (size_t)(NMAX * n_out)), *mag = malloc(sizeof(double) * (size_t)(NMAX * n_out));
+    double *qbd = malloc(sizeof(double) * (size_t)(2 * n_out)), *xdbl = malloc(sizeof(double) * (size_t)n_in);
 
     void *dw = rf_gpu_mm_alloc(wbytes);
     float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
@@ -162,6 +220,10 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
                 ref[c * n_out + o] = s;
                 mag[c * n_out + o] = a;
             }
+        for (int c = 0; c < 2; c++) {
+            for (int64_t i = 0; i < n_in; i++) xdbl[i] = xs[c * n_in + i];
+            for (int64_t o = 0; o < n_out; o++) qbd[c * n_out + o] = 1.01 * q8_bound(wf + o * n_in, xdbl, n_in);
+        }
         for (size_t ni = 0; ni < sizeof NS / sizeof NS[0]; ni++) {
             const int n = NS[ni];
             if (xoff && n != 2 && n != 33) continue; /* misaligned x: one matvec and one GEMM case */
@@ -186,7 +248,8 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
                     int64_t worst_i = -1;
                     for (int64_t i = 0; i < (int64_t)n * n_out; i++) {
                         const double bv = use_bias ? bias[i % n_out] : 0.0;
-                        const double r = ref[i] + bv, lim = tol * (mag[i] + fabs(bv)) + 1e-30;
+                        const double qb = n <= 2 ? qbd[i] : 0.0; /* int8 x path (see the top) */
+                        const double r = ref[i] + bv, lim = tol * (mag[i] + fabs(bv)) + qb + 1e-30;
                         const double e = isfinite(y[i]) ? fabs(y[i] - r) / lim : INFINITY;
                         if (!(e <= worst)) {
                             worst = e;
@@ -205,8 +268,9 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
     }
 
     /* Non-finite x: column 0 gets a NaN, the last column an inf. */
-    for (int ni = 0; ni < 2; ni++) {
-        const int n = ni ? 33 : 3;
+    for (int ni = 0; ni < 4; ni++) {
+        static const int NSF[] = {1, 2, 3, 33};
+        const int n = NSF[ni];
         for (int path = 0; path <= (n > RF_GPU_MATVEC_MAX_N && env->has_cublas); path++) {
             rf_gpu_mm_force_tiled(env->ctx, path);
             const int64_t jn = test_randint(0, (int)n_in - 1), ji = test_randint(0, (int)n_in - 1);
@@ -247,6 +311,8 @@ done:
     free(y);
     free(ref);
     free(mag);
+    free(qbd);
+    free(xdbl);
 }
 
 /* rf_gpu_matmul_ex: n_outs outputs of mixed types sharing x, RMSNorm folded in or not,
@@ -342,7 +408,8 @@ static void test_ex(gpu_env *env) {
                         a += fabs(p);
                     }
                     const double bv = bias[i] ? bias[i][o] : 0.0, yv = accumulate ? y0[i][t * nout[i] + o] : 0.0;
-                    const double r = s + bv + yv, lim = tol * (a + fabs(bv) + fabs(yv)) + 1e-30;
+                    const double qb = n <= 2 ? 1.01 * q8_bound(wf[i] + o * n_in, xin + t * n_in, n_in) : 0.0;
+                    const double r = s + bv + yv, lim = tol * (a + fabs(bv) + fabs(yv)) + qb + 1e-30;
                     const float g = y[i][t * nout[i] + o];
                     const double e = isfinite(g) ? fabs(g - r) / lim : INFINITY;
                     if (!(e <= worst)) {
@@ -454,6 +521,7 @@ static void test_gpu(void) {
 int main(void) {
     printf("seed %llu\n", (unsigned long long)test_seed());
     test_host_decode();
+    test_host_qdot();
     test_gpu();
     return test_finish();
 }

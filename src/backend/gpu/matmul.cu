@@ -883,6 +883,460 @@ MM_UNROLL
     }
 }
 
+/* ---- int8-activation matvec (n <= 2, "mvq"): x quantized once per call, dp4a dots ----------
+ * Quantized x (scratch owned by the context): per column c, xq[c][n_in] int8 and, per 32-element
+ * block b, xd[c][b] = {d, d * sum_b(q)} with d = amax_b / 127, q = round(xin / d) in [-127, 127];
+ * rinfo[c] = {norm scale (1 without norm), 1 if any xin element of the column is not finite}.
+ * A column with a non-finite xin is recomputed by the matvec kernel in f32 (exact IEEE
+ * propagation as the other paths). */
+
+/* 4 int8 x 4 int8 dot added to c (signed). */
+HD int mm_dp4a(int a, int b, int c) {
+#if !defined(MM_DEVICE_PASS)
+    int s = c;
+    for (int i = 0; i < 4; i++) s += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
+    return s;
+#elif defined(MM_HIP)
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#else
+    int s = c;
+MM_UNROLL
+    for (int i = 0; i < 4; i++) s += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
+    return s;
+#endif
+#else
+    return __dp4a(a, b, c);
+#endif
+}
+
+/* Waits for the preceding kernel of the stream when launched as a programmatic dependent launch
+ * (CUDA, sm_90+); a no-op otherwise. */
+__device__ __forceinline__ void mm_grid_dep_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mm_grid_dep_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* NW little-endian words of the bytes [p, p + 4 NW), p 2-byte aligned: NW (+1 when p % 4 == 2)
+ * aligned word loads, then a 16-bit funnel shift. Reads no word outside [p & ~3, p + 4 NW). */
+template <int NW> HD void ldw_u2(const uint8_t *p, uint32_t *out) {
+    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const bool odd = ((uintptr_t)p & 2) != 0;
+    uint32_t w[NW + 1];
+MM_UNROLL
+    for (int i = 0; i < NW; i++) w[i] = a[i];
+    w[NW] = odd ? a[NW] : 0u;
+MM_UNROLL
+    for (int i = 0; i < NW; i++) out[i] = odd ? ((w[i] >> 16) | (w[i + 1] << 16)) : w[i];
+}
+
+/* 16 int8 of x (16-byte aligned) as 4 words. */
+HD int4 ldx16(const int8_t *p) { return *(const int4 *)p; }
+/* dot of 16 weight bytes (4 words, int8 values) with 16 x int8 */
+HD int dot16(const uint32_t *w, int4 x, int s) {
+    s = mm_dp4a((int)w[0], x.x, s);
+    s = mm_dp4a((int)w[1], x.y, s);
+    s = mm_dp4a((int)w[2], x.z, s);
+    return mm_dp4a((int)w[3], x.w, s);
+}
+/* bits 0..3 of v -> bit 4 of bytes 0..3 */
+HD uint32_t spread4(uint32_t v) { return (((v & 0xfu) * 0x00204081u) & 0x01010101u) << 4; }
+
+/* Unit formats V: a "unit" is the part of a weight block one lane handles per step (32 weights).
+ * V { Dec: the f32 decoder (fallback); QK, BB: block elements / bytes; UPB: units per block;
+ * A: weight alignment; Raw: the unit's loaded bytes; load(b, u, r): loads unit u of block b;
+ * dot(r, u, xq, xd): sum over the unit's elements of w * xin, with xq / xd pointing at the x of
+ * the block's first element }. */
+struct VQ4_0 {
+    typedef DecQ4_0 Dec;
+    enum { QK = 32, BB = 18, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, q[4];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<4>(b + 2, r.q);
+    }
+    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
+    }
+};
+struct VQ4_1 {
+    typedef DecQ4_1 Dec;
+    enum { QK = 32, BB = 20, UPB = 1, A = 4 };
+    struct Raw {
+        uint32_t dm, q[4];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.dm = ld32_a4(b);
+        ldw_a4<16>(b + 4, r.q);
+    }
+    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
+    }
+};
+struct VQ5_0 {
+    typedef DecQ5_0 Dec;
+    enum { QK = 32, BB = 22, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, w[5]; /* w[0] = qh, w[1..4] = qs */
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<5>(b + 2, r.w);
+    }
+    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
+            hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
+        }
+        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 16.0f * dx.y);
+    }
+};
+struct VQ5_1 {
+    typedef DecQ5_1 Dec;
+    enum { QK = 32, BB = 24, UPB = 1, A = 8 };
+    struct Raw {
+        uint32_t dm, w[5];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.dm = ld32_a4(b);
+        ldw_a4<20>(b + 4, r.w);
+    }
+    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
+            hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
+        }
+        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
+    }
+};
+struct VQ8_0 {
+    typedef DecQ8_0 Dec;
+    enum { QK = 32, BB = 34, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, q[8];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<8>(b + 2, r.q);
+    }
+    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        const int s = dot16(r.q + 4, ldx16(xq + 16), dot16(r.q, ldx16(xq), 0));
+        return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
+    }
+};
+/* Q4_K unit u (0..7): j = u / 2, h = u % 2: qs bytes [32j + 16h, +16): low nibbles = elements
+ * 16h.. of sub-block 2j, high nibbles = the same of sub-block 2j + 1. The min terms of both
+ * sub-blocks (-dmin * m * sum(xin) over the whole sub-block) are added by the h == 0 unit. */
+struct VQ4_K {
+    typedef DecQ4_K Dec;
+    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
+    struct Raw {
+        uint32_t hd[4], q[4];
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        ldw_a16<16>(b, r.hd);
+        ldw_a16<16>(b + 16 + 16 * u, r.q);
+    }
+    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int j = u >> 1, h = u & 1;
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int s0 = dot16(lo, ldx16(xq + 64 * j + 16 * h), 0);
+        const int s1 = dot16(hi, ldx16(xq + 64 * j + 32 + 16 * h), 0);
+        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+        float sc0, m0, sc1, m1;
+        k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
+        k4_sm(r.hd + 1, 2 * j + 1, &sc1, &m1);
+        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
+        float v = d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1);
+        if (h == 0) v -= dmin * (m0 * x0.y + m1 * x1.y);
+        return v;
+    }
+};
+/* Q5_K: as Q4_K, fifth bits from qh bytes [16h, +16) (bit p for sub-block p). */
+struct VQ5_K {
+    typedef DecQ5_K Dec;
+    enum { QK = 256, BB = 176, UPB = 8, A = 16 };
+    struct Raw {
+        uint32_t hd[4], qh[4], q[4];
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        ldw_a16<16>(b, r.hd);
+        ldw_a16<16>(b + 16 + 16 * (u & 1), r.qh);
+        ldw_a16<16>(b + 48 + 16 * u, r.q);
+    }
+    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int j = u >> 1, h = u & 1;
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.q[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j)) & 0x01010101u) << 4);
+            hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j + 1)) & 0x01010101u) << 4);
+        }
+        const int s0 = dot16(lo, ldx16(xq + 64 * j + 16 * h), 0);
+        const int s1 = dot16(hi, ldx16(xq + 64 * j + 32 + 16 * h), 0);
+        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+        float sc0, m0, sc1, m1;
+        k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
+        k4_sm(r.hd + 1, 2 * j + 1, &sc1, &m1);
+        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
+        float v = d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1);
+        if (h == 0) v -= dmin * (m0 * x0.y + m1 * x1.y);
+        return v;
+    }
+};
+/* Q6_K unit u (0..7): half h = u / 4, s = (u / 2) % 2, v = u % 2: ql bytes [64h + 32s + 16v, +16)
+ * (low nibbles: quarter t = s, high: t = s + 2), qh bytes [32h + 16v, +16) (bits 2t, 2t + 1),
+ * elements 16v.. of chunks t = s and s + 2 of half h, 16-element scales 8h + 2t + v. q6 - 32 is
+ * formed per byte without borrows: ((q | 0x80) - 0x20) ^ 0x80. */
+struct VQ6_K {
+    typedef DecQ6_K Dec;
+    enum { QK = 256, BB = 210, UPB = 8, A = 2 };
+    struct Raw {
+        uint32_t ql[4], qh[4], sc0, sc1, d;
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        const int h = u >> 2, s = (u >> 1) & 1, v = u & 1;
+        ldw_u2<4>(b + 64 * h + 32 * s + 16 * v, r.ql);
+        ldw_u2<4>(b + 128 + 32 * h + 16 * v, r.qh);
+        r.sc0 = ld16(b + 192 + 8 * h + 2 * s);
+        r.sc1 = ld16(b + 192 + 8 * h + 2 * s + 4);
+        r.d = ld16(b + 208);
+    }
+    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int h = u >> 2, s = (u >> 1) & 1, v = u & 1;
+        uint32_t a[4], c[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const uint32_t qa = (r.ql[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * s)) & 0x03030303u) << 4);
+            const uint32_t qc = ((r.ql[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * s + 4)) & 0x03030303u) << 4);
+            a[i] = ((qa | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+            c[i] = ((qc | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+        }
+        const int ba = 4 * h + s, bc = ba + 2; /* x blocks of the two chunks */
+        const int s0 = dot16(a, ldx16(xq + 32 * ba + 16 * v), 0);
+        const int s1 = dot16(c, ldx16(xq + 32 * bc + 16 * v), 0);
+        const float f0 = (float)(int8_t)(uint8_t)(r.sc0 >> (8 * v)), f1 = (float)(int8_t)(uint8_t)(r.sc1 >> (8 * v));
+        return mm_h2f((uint16_t)r.d) * (f0 * xd[ba].x * (float)s0 + f1 * xd[bc].x * (float)s1);
+    }
+};
+
+#define QX_THREADS 512
+#define QX_MAX_IN 32768 /* largest n_in of the int8 path (scratch sized at init) */
+#define QX_MAX_N 2
+
+/* k_qx: quantizes xin (x, or x RMS-normed as k_mv does) of column c = blockIdx.x to int8.
+ * Shapes: x: ncols rows of n_in floats (16-byte aligned, n_in % 32 == 0); norm_w: n_in floats
+ * (16-byte aligned) or NULL. Out: xq[c][n_in] int8, xd[c][n_in / 32] = {d, d * sum q},
+ * rinfo[c] = {norm scale or 1, non-finite flag}. Launch: gridDim.x = ncols, blockDim.x =
+ * QX_THREADS (a multiple of warpSize). Each thread quantizes 8-element pieces; the 4 lanes of a
+ * 32-block combine amax and sum(q) with xor shuffles 1, 2 (every lane of the block runs the same
+ * number of iterations, so shuffles see full warps). Sum of squares in f32, block reduction in a
+ * fixed order (deterministic). */
+__global__ void __launch_bounds__(QX_THREADS)
+    k_qx(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w, float eps, int8_t *__restrict__ xq,
+         float2 *__restrict__ xd, float2 *__restrict__ rinfo) {
+    __shared__ float red[QX_THREADS];
+    mm_grid_dep_launch(); /* the matvec may start its weight loads; it waits for our completion */
+    const int c = (int)blockIdx.x, tid = (int)threadIdx.x, bd = (int)blockDim.x;
+    const int ws = warpSize;
+    const float *xr = x + (int64_t)c * n_in;
+    float scale = 1.0f;
+    if (norm_w) {
+        float ss = 0.0f;
+        for (int64_t i = tid; i < n_in / 4; i += bd) {
+            const float4 v = *(const float4 *)(xr + 4 * i);
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+        if (tid % ws == 0) red[tid / ws] = ss;
+        __syncthreads();
+        float t = 0.0f;
+        for (int i = 0; i < bd / ws; i++) t += red[i];
+        scale = 1.0f / sqrtf(t / (float)n_in + eps);
+    }
+    const int npieces = (int)(n_in / 8);
+    const int iters = (npieces + bd - 1) / bd;
+    int bad = 0;
+    for (int it = 0; it < iters; it++) {
+        const int p = tid + it * bd;
+        const bool act = p < npieces;
+        float v[8];
+        if (act) {
+            const float4 a = *(const float4 *)(xr + 8 * p), b = *(const float4 *)(xr + 8 * p + 4);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            if (norm_w) {
+                const float4 ga = *(const float4 *)(norm_w + 8 * p), gb = *(const float4 *)(norm_w + 8 * p + 4);
+                const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+MM_UNROLL
+                for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
+            }
+        } else {
+MM_UNROLL
+            for (int i = 0; i < 8; i++) v[i] = 0.0f;
+        }
+        float amax = 0.0f;
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const float a = fabsf(v[i]);
+            if (!(a <= 3.402823466e38f)) bad = 1; /* inf or NaN */
+            amax = fmaxf(amax, a);
+        }
+        amax = fmaxf(amax, MM_SHFL_XOR(amax, 1));
+        amax = fmaxf(amax, MM_SHFL_XOR(amax, 2));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        uint32_t pk[2] = {0u, 0u};
+        int sq = 0;
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            int q = __float2int_rn(v[i] * id);
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            sq += q;
+            pk[i >> 2] |= ((uint32_t)q & 0xffu) << (8 * (i & 3));
+        }
+        sq += MM_SHFL_XOR(sq, 1);
+        sq += MM_SHFL_XOR(sq, 2);
+        if (act) {
+            *(uint2 *)(xq + (int64_t)c * n_in + 8 * p) = make_uint2(pk[0], pk[1]);
+            if ((p & 3) == 0) xd[(int64_t)c * (n_in / 32) + p / 4] = make_float2(d, d * (float)sq);
+        }
+    }
+    bad = __syncthreads_or(bad);
+    if (tid == 0) rinfo[c] = make_float2(scale, bad ? 1.0f : 0.0f);
+}
+
+/* k_mvq: for each job J and c < ncols <= NC:
+ *   y_J[c][o] (+)= sum_e W_J[o][e] * xin[c][e] + bias_J[o]
+ * with xin as quantized by k_qx (xq, xd, rinfo: see there). Shapes: every W_J has row_bytes bytes
+ * per row (n_in / V::QK blocks), aligned to V::A. Launch: blockDim.x = MV_THREADS (a multiple of
+ * warpSize), one warp per row of the concatenated row space (MvJob.row0, R = 1), gridDim.x =
+ * ceil(rows / warps per block); may be a programmatic dependent launch after k_qx (the weight
+ * loads of the first step are issued before waiting for it). Lanes stride over the row's units
+ * (V::UPB per block), UN units per step (UN weight loads in flight), int32 dp4a sums per block
+ * half, scales applied once per unit, f32 accumulation, xor-shuffle reduction from warpSize/2.
+ * A column flagged non-finite (rinfo.y != 0) is recomputed in f32 from x, norm_w and the
+ * row scale (V::Dec decode), so NaN/inf propagate exactly as in the f32 kernels. */
+template <class V, int NC, int UN>
+__global__ void __launch_bounds__(MV_THREADS)
+    k_mvq(MvJobs jobs, int64_t row_bytes, int64_t n_in, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+          const float2 *__restrict__ rinfo, const float *__restrict__ x, const float *__restrict__ norm_w, int ncols,
+          int accum) {
+    const int ws = warpSize, nwarps = (int)blockDim.x / ws;
+    const int lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws;
+    const int64_t g0 = (int64_t)blockIdx.x * nwarps + warp;
+    int jb = -1;
+    for (int j = 0; j < jobs.n; j++)
+        if (g0 >= jobs.j[j].row0) jb = j;
+    const MvJob job = jobs.j[jb < 0 ? 0 : jb];
+    const int64_t o = g0 - job.row0;
+    if (jb < 0 || o >= job.n_out) return; /* uniform per warp; no barrier in this kernel */
+    const uint8_t *wr = job.w + o * row_bytes;
+    const int nunits = (int)(n_in / V::QK) * V::UPB;
+    typename V::Raw raw[UN];
+    int k0 = lane;
+MM_UNROLL
+    for (int u = 0; u < UN; u++) {
+        const int k = k0 + u * ws;
+        if (k < nunits) V::load(wr + (int64_t)(k / V::UPB) * V::BB, k % V::UPB, raw[u]);
+    }
+    mm_grid_dep_wait();
+    float acc[NC];
+MM_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+    const int64_t nb32 = n_in / 32;
+    for (;;) {
+MM_UNROLL
+        for (int u = 0; u < UN; u++) {
+            const int k = k0 + u * ws;
+            if (k < nunits) {
+                const int blk = k / V::UPB;
+MM_UNROLL
+                for (int c = 0; c < NC; c++)
+                    if (c < ncols)
+                        acc[c] += V::dot(raw[u], k % V::UPB, xq + c * n_in + (int64_t)blk * V::QK,
+                                         xd + c * nb32 + (int64_t)blk * (V::QK / 32));
+            }
+        }
+        k0 += UN * ws;
+        if (k0 >= nunits) break;
+MM_UNROLL
+        for (int u = 0; u < UN; u++) {
+            const int k = k0 + u * ws;
+            if (k < nunits) V::load(wr + (int64_t)(k / V::UPB) * V::BB, k % V::UPB, raw[u]);
+        }
+    }
+    /* non-finite xin: exact f32 recomputation of the column */
+MM_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (c >= ncols) continue;
+        const float2 ri = rinfo[c];
+        if (ri.y == 0.0f) continue;
+        typedef typename V::Dec D;
+        const float *xc = x + c * n_in;
+        float a = 0.0f;
+        for (int kk = lane; kk < (int)(n_in / D::E); kk += ws) {
+            float w[D::E];
+            D::dec(wr + (int64_t)(kk / D::C) * D::BB, kk % D::C, w);
+            for (int e = 0; e < D::E; e++) {
+                const int64_t i = (int64_t)kk * D::E + e;
+                const float xi = norm_w ? xc[i] * ri.x * norm_w[i] : xc[i];
+                a += w[e] * xi;
+            }
+        }
+        acc[c] = a;
+    }
+MM_UNROLL
+    for (int c = 0; c < NC; c++)
+        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
+    if (lane == 0) {
+        const float bv = job.bias ? job.bias[o] : 0.0f;
+MM_UNROLL
+        for (int c = 0; c < NC; c++) {
+            if (c >= ncols) continue;
+            float *yp = job.y + (int64_t)c * job.n_out + o;
+            const float v = acc[c] + bv;
+            *yp = accum ? *yp + v : v;
+        }
+    }
+}
+
 /* k_rmsnorm: out[t][k] = x[t][k] * (1 / sqrt(sum_k x[t][k]^2 / n_in + eps)) * norm_w[k] for k < n_in;
  * one block per row t (gridDim.x = rows), any blockDim.x that is a power of two <= 1024 (the
  * reduction halves from blockDim.x / 2). Sum of squares in f32; NaN/inf in a row make that row's
@@ -1070,12 +1524,19 @@ static int mm_cublas_load(mm_cublas_api *api) {
 
 /* ---- Context -------------------------------------------------------------------------------- */
 
+#define QX_XD_OFF ((size_t)QX_MAX_N * QX_MAX_IN)
+#define QX_RI_OFF (QX_XD_OFF + (size_t)QX_MAX_N * (QX_MAX_IN / 32) * 8)
+#define QX_BYTES (QX_RI_OFF + (size_t)QX_MAX_N * 8)
+
 struct rf_gpu_matmul_ctx {
     mmStream_t stream;
     int warp_size;
     int force_tiled;
     int legacy_mv; /* RF_MM_LEGACY_MV=1: the tiled-x matvec (k_matvec) for every n (benchmarks) */
     int n_sm;
+    int f32_mv;  /* RF_MM_F32_MV=1: no int8-activation matvec (the f32 k_mv is the reference) */
+    int pdl;     /* k_mvq as a programmatic dependent launch after k_qx (CUDA; RF_MM_PDL=0: off) */
+    void *qbuf;  /* int8 x scratch: xq[QX_MAX_N][QX_MAX_IN], xd[QX_MAX_N][QX_MAX_IN / 32], rinfo[QX_MAX_N] */
 #ifndef MM_HIP
     mm_cublas_api cublas;
     cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
@@ -1119,6 +1580,14 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->stream = (mmStream_t)stream;
     ctx->warp_size = ws;
     ctx->legacy_mv = getenv("RF_MM_LEGACY_MV") && atoi(getenv("RF_MM_LEGACY_MV")) != 0;
+    ctx->f32_mv = getenv("RF_MM_F32_MV") && atoi(getenv("RF_MM_F32_MV")) != 0;
+#ifdef MM_HIP
+    ctx->pdl = 0;
+#else
+    ctx->pdl = !(getenv("RF_MM_PDL") && atoi(getenv("RF_MM_PDL")) == 0);
+#endif
+    /* int8 x scratch (small; without it the int8 path is off) */
+    if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
     if (hipDeviceGetAttribute(&ctx->n_sm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess) ctx->n_sm = 64;
 #else
@@ -1147,6 +1616,10 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 
 extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
     if (!ctx) return;
+    if (ctx->qbuf) {
+        (void)mmStreamSynchronize(ctx->stream);
+        (void)mmFree(ctx->qbuf);
+    }
 #ifndef MM_HIP
     if (ctx->wscr || ctx->xscr || ctx->cbws) (void)mmStreamSynchronize(ctx->stream);
     if (ctx->wscr) (void)mmFree(ctx->wscr);
@@ -1328,6 +1801,105 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
 #undef MVT
 }
 
+/* ---- int8-activation matvec dispatch --------------------------------------------------------- */
+
+/* Whether the int8 path can serve a call (n, n_in, x, norm_w); the per-type part is mvq_type. */
+static int mvq_ok(rf_gpu_matmul_ctx *ctx, int64_t n_in, const float *x, int n, const float *norm_w) {
+    return ctx->qbuf && !ctx->f32_mv && !ctx->legacy_mv && n >= 1 && n <= QX_MAX_N && n_in > 0 && n_in <= QX_MAX_IN &&
+           n_in % 32 == 0 && (uintptr_t)x % 16 == 0 && (!norm_w || (uintptr_t)norm_w % 16 == 0);
+}
+
+/* Enqueues k_qx (x -> int8 scratch). */
+static int mvq_quantize(rf_gpu_matmul_ctx *ctx, int64_t n_in, const float *x, int n, const float *norm_w, float eps) {
+    int8_t *xq = (int8_t *)ctx->qbuf;
+    float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
+    float2 *ri = (float2 *)((uint8_t *)ctx->qbuf + QX_RI_OFF);
+    k_qx<<<dim3((unsigned)n), dim3(QX_THREADS), 0, ctx->stream>>>(x, n_in, norm_w, eps, xq, xd, ri);
+    return mm_check(mmGetLastError(), "x quantize launch");
+}
+
+template <class V, int NC, int UN>
+static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
+                      const float *x, int n, const float *norm_w, int accum) {
+    const int8_t *xq = (const int8_t *)ctx->qbuf;
+    const float2 *xd = (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF);
+    const float2 *ri = (const float2 *)((const uint8_t *)ctx->qbuf + QX_RI_OFF);
+    const int wpb = MV_THREADS / ctx->warp_size;
+    const dim3 grid((unsigned)((rows + wpb - 1) / wpb)), block(MV_THREADS);
+#ifndef MM_HIP
+    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
+    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess && st == mmStreamCaptureStatusNone) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1] = {};
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = ctx->stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, k_mvq<V, NC, UN>, jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum) ==
+            cudaSuccess)
+            return 0;
+        (void)mmGetLastError();
+        ctx->pdl = 0; /* not supported here: plain launches from now on */
+    }
+    (void)mmGetLastError();
+#endif
+    k_mvq<V, NC, UN><<<grid, block, 0, ctx->stream>>>(jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum);
+    return mm_check(mmGetLastError(), "int8 matvec launch");
+}
+
+/* Int8-activation matvec for outputs of one unit format V; *quantized tracks whether x is
+ * already in the scratch for this call. Returns 1 done, 0 ineligible, -1 error. */
+template <class V>
+static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
+                   const float *norm_w, float eps, int accum, int *quantized) {
+    if (!mvq_ok(ctx, n_in, x, n, norm_w) || nouts < 1 || nouts > MV_MAX_OUTS || n_in % V::QK) return 0;
+    for (int i = 0; i < nouts; i++)
+        if ((uintptr_t)outs[i].w % V::A) return 0;
+    MvJobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    int64_t rows = 0;
+    for (int i = 0; i < nouts; i++) {
+        if (outs[i].n_out <= 0) continue;
+        MvJob *j = &jobs.j[jobs.n++];
+        j->w = (const uint8_t *)outs[i].w;
+        j->bias = outs[i].bias;
+        j->y = outs[i].y;
+        j->n_out = outs[i].n_out;
+        j->row0 = rows;
+        rows += outs[i].n_out;
+    }
+    if (jobs.n == 0) return 1;
+    if (!*quantized) {
+        if (mvq_quantize(ctx, n_in, x, n, norm_w, eps)) return -1;
+        *quantized = 1;
+    }
+    const int64_t row_bytes = n_in / V::QK * V::BB;
+    const int rc = n == 2 ? mvq_launch<V, 2, 2>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum)
+                          : mvq_launch<V, 1, 4>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum);
+    return rc ? -1 : 1;
+}
+
+static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_out *outs, int nouts, int64_t n_in,
+                        const float *x, int n, const float *norm_w, float eps, int accum, int *quantized) {
+#define MVQ(V) mvq_try<V>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum, quantized)
+    switch (type) {
+    case RF_TYPE_Q4_0: return MVQ(VQ4_0);
+    case RF_TYPE_Q4_1: return MVQ(VQ4_1);
+    case RF_TYPE_Q5_0: return MVQ(VQ5_0);
+    case RF_TYPE_Q5_1: return MVQ(VQ5_1);
+    case RF_TYPE_Q8_0: return MVQ(VQ8_0);
+    case RF_TYPE_Q4_K: return MVQ(VQ4_K);
+    case RF_TYPE_Q5_K: return MVQ(VQ5_K);
+    case RF_TYPE_Q6_K: return MVQ(VQ6_K);
+    default: return 0;
+    }
+#undef MVQ
+}
+
 template <class D>
 static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
                      const float *x, int n, const float *bias, float *y, int accum) {
@@ -1350,6 +1922,9 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
     const int64_t row_bytes = n_in / D::QK * D::BB;
     if (n <= 2) {
         const rf_gpu_mm_out one = {type, w, n_out, bias, y};
+        int quantized = 0;
+        const int rq = mvq_try_type(ctx, type, &one, 1, n_in, x, n, NULL, 0.0f, accum, &quantized);
+        if (rq) return rq < 0 ? -1 : 0;
         const int rc = mv_try<D>(ctx, &one, 1, n_in, x, n, NULL, 0.0f, accum);
         if (rc) return rc < 0 ? -1 : 0;
     }
@@ -1455,7 +2030,7 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
     if (n == 0 || n_outs == 0) return 0;
     /* matvec: one fused launch per group of same-type outputs (norm and accumulate folded in) */
     unsigned char done[64] = {0};
-    int all_done = n <= 2 && n_outs <= 64;
+    int all_done = n <= 2 && n_outs <= 64, quantized = 0;
     for (int i = 0; i < n_outs && all_done; i++) {
         if (done[i]) continue;
         rf_gpu_mm_out grp[MV_MAX_OUTS];
@@ -1465,7 +2040,8 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
                 idx[ng] = j;
                 grp[ng++] = outs[j];
             }
-        const int rc = mv_try_type(ctx, outs[i].type, grp, ng, n_in, x, n, norm_w, eps, accumulate != 0);
+        int rc = mvq_try_type(ctx, outs[i].type, grp, ng, n_in, x, n, norm_w, eps, accumulate != 0, &quantized);
+        if (rc == 0) rc = mv_try_type(ctx, outs[i].type, grp, ng, n_in, x, n, norm_w, eps, accumulate != 0);
         if (rc < 0) return -1;
         if (rc == 0) all_done = 0;
         else
@@ -1515,6 +2091,60 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_IQ4_XS: host_decode<DecIQ4_XS>(row, n_in, out); return 0;
     default: rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(type)); return -1;
     }
+}
+
+/* Host emulation of the int8-activation path for one row: x quantized as k_qx does (no norm),
+ * then the unit loads / dots of k_mvq in unit order, summed in double. */
+template <class V> static double host_qdot(const uint8_t *row, int64_t n_in, const int8_t *xq, const float2 *xd) {
+    double s = 0;
+    const int64_t nunits = n_in / V::QK * V::UPB;
+    for (int64_t k = 0; k < nunits; k++) {
+        typename V::Raw r;
+        const int64_t blk = k / V::UPB;
+        V::load(row + blk * V::BB, (int)(k % V::UPB), r);
+        s += V::dot(r, (int)(k % V::UPB), xq + blk * V::QK, xd + blk * (V::QK / 32));
+    }
+    return s;
+}
+
+extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_in, const float *x, double *out) {
+    if (n_in <= 0 || n_in % 32) return -1;
+    int8_t *xq = (int8_t *)aligned_alloc(16, (size_t)((n_in + 15) / 16 * 16));
+    float2 *xd = (float2 *)malloc(sizeof(float2) * (size_t)(n_in / 32));
+    if (!xq || !xd) {
+        free(xq);
+        free(xd);
+        return -1;
+    }
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sq = 0;
+        for (int i = 0; i < 32; i++) {
+            int q = (int)rintf(x[32 * b + i] * id);
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            xq[32 * b + i] = (int8_t)q;
+            sq += q;
+        }
+        xd[b] = make_float2(d, d * (float)sq);
+    }
+    const uint8_t *row = (const uint8_t *)row_v;
+    int rc = 0;
+    switch (type) {
+    case RF_TYPE_Q4_0: *out = host_qdot<VQ4_0>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q4_1: *out = host_qdot<VQ4_1>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q5_0: *out = host_qdot<VQ5_0>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q5_1: *out = host_qdot<VQ5_1>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;
+    default: rc = -1; break;
+    }
+    free(xq);
+    free(xd);
+    return rc;
 }
 
 /* ---- Test / benchmark support ------------------------------------------------------------- */

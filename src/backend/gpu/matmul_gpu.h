@@ -11,6 +11,13 @@
  *  - n <= RF_GPU_MATVEC_MAX_N: matrix-vector kernels that decode the weight blocks in registers
  *    and accumulate in f32 (decode bit-exact with core/quant.c; only the summation order
  *    differs from the CPU).
+ *    n <= 2 (decode) with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K weights, n_in <= 32768,
+ *    n_in % 32 == 0 and x 16-byte aligned: int8 activations instead (as llama.cpp): x (normed
+ *    first in rf_gpu_matmul_ex) is quantized once per call into context scratch, per 32 elements
+ *    q = round(x / d) in [-127, 127], d = amax / 127, and the dots use 4-way int8 products with
+ *    int32 sums per block. Error per output <= sum_i |w_i| * d_b(i) / 2 (+ f32 rounding); a column
+ *    whose x has a non-finite element is computed in f32 (exact NaN/inf semantics below).
+ *    RF_MM_F32_MV=1 (read at init) keeps the f32 kernels for every type (reference / A/B).
  *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
  *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
  *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
@@ -106,6 +113,11 @@ double rf_gpu_mm_time(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *const *
  * 16-byte decoders of F32/F16/BF16, n_in a multiple of 4/8). Checks the GPU decode logic
  * against core/quant.c without a GPU. */
 int rf_gpu_mm_host_decode(uint32_t type, const void *row, int64_t n_in, float *out, int vector);
+/* Host emulation of the int8-activation matvec (n <= 2 path) for one row of a type it serves
+ * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; -1 otherwise): x quantized per 32 elements
+ * as the device does, the device's unit loads and dp4a dots, *out = the row's dot. Checks the
+ * int8 unit layouts without a GPU. */
+int rf_gpu_mm_host_qdot(uint32_t type, const void *row, int64_t n_in, const float *x, double *out);
 /* Device name into buf (for logs). */
 void rf_gpu_mm_device_name(char *buf, size_t len);
 
