@@ -70,6 +70,7 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
+    setenv("RF_MM_I8_N2", "1", 1); /* n = 2 through the int8 path too */
     rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_F32_MV", "1"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1] || !ctx[2]) {
         fprintf(stderr, "init: %s\n", rf_last_error());

@@ -485,6 +485,7 @@ static void test_gpu(void) {
         return;
     }
     gpu_env env;
+    setenv("RF_MM_I8_N2", "1", 1); /* check the int8 path for n = 2 as well */
     env.ctx = rf_gpu_matmul_init(NULL);
     CHECK(env.ctx != NULL, "rf_gpu_matmul_init: %s", rf_last_error());
     if (!env.ctx) return;

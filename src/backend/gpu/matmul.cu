@@ -1535,6 +1535,7 @@ struct rf_gpu_matmul_ctx {
     int legacy_mv; /* RF_MM_LEGACY_MV=1: the tiled-x matvec (k_matvec) for every n (benchmarks) */
     int n_sm;
     int f32_mv;  /* RF_MM_F32_MV=1: no int8-activation matvec (the f32 k_mv is the reference) */
+    int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
     int pdl;     /* k_mvq as a programmatic dependent launch after k_qx (CUDA; RF_MM_PDL=0: off) */
     void *qbuf;  /* int8 x scratch: xq[QX_MAX_N][QX_MAX_IN], xd[QX_MAX_N][QX_MAX_IN / 32], rinfo[QX_MAX_N] */
 #ifndef MM_HIP
@@ -1581,6 +1582,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->warp_size = ws;
     ctx->legacy_mv = getenv("RF_MM_LEGACY_MV") && atoi(getenv("RF_MM_LEGACY_MV")) != 0;
     ctx->f32_mv = getenv("RF_MM_F32_MV") && atoi(getenv("RF_MM_F32_MV")) != 0;
+    ctx->q_max_n = getenv("RF_MM_I8_N2") && atoi(getenv("RF_MM_I8_N2")) != 0 ? 2 : 1;
 #ifdef MM_HIP
     ctx->pdl = 0;
 #else
@@ -1805,7 +1807,7 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
 
 /* Whether the int8 path can serve a call (n, n_in, x, norm_w); the per-type part is mvq_type. */
 static int mvq_ok(rf_gpu_matmul_ctx *ctx, int64_t n_in, const float *x, int n, const float *norm_w) {
-    return ctx->qbuf && !ctx->f32_mv && !ctx->legacy_mv && n >= 1 && n <= QX_MAX_N && n_in > 0 && n_in <= QX_MAX_IN &&
+    return ctx->qbuf && !ctx->f32_mv && !ctx->legacy_mv && n >= 1 && n <= ctx->q_max_n && n <= QX_MAX_N && n_in > 0 && n_in <= QX_MAX_IN &&
            n_in % 32 == 0 && (uintptr_t)x % 16 == 0 && (!norm_w || (uintptr_t)norm_w % 16 == 0);
 }
 

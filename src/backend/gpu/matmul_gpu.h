@@ -11,7 +11,9 @@
  *  - n <= RF_GPU_MATVEC_MAX_N: matrix-vector kernels that decode the weight blocks in registers
  *    and accumulate in f32 (decode bit-exact with core/quant.c; only the summation order
  *    differs from the CPU).
- *    n <= 2 (decode) with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K weights, n_in <= 32768,
+ *    n == 1 (decode; n == 2 too with RF_MM_I8_N2=1 at init, off by default: on the tiny random-weight
+ *    test model, 2-token decode vs the f16 prompt GEMM then differs by 0.12-0.15 > test_model's 5e-2
+ *    fork tolerance) with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K weights, n_in <= 32768,
  *    n_in % 32 == 0 and x 16-byte aligned: int8 activations instead (as llama.cpp): x (normed
  *    first in rf_gpu_matmul_ex) is quantized once per call into context scratch, per 32 elements
  *    q = round(x / d) in [-127, 127], d = amax / 127, and the dots use 4-way int8 products with
