@@ -525,11 +525,15 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #ifndef GEMV_PF_SCALE /* 0 turns all of them off */
 #define GEMV_PF_SCALE 1
 #endif
+#ifndef PF_Q4_0
 #define PF_Q4_0 1536
+#endif
 #define PF_Q8_0 3072
 #define PF_Q4_K 3072
 #define PF_Q6_K 3072
+#ifndef PF_F16
 #define PF_F16 1536
+#endif
 #define PF(p, d) do { if (GEMV_PF_SCALE) _mm_prefetch((const char *)(p) + (d) * GEMV_PF_SCALE, _MM_HINT_T0); } while (0)
 
 AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -794,18 +798,8 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, c
     while (rf_rowq_take(rq, &r0, &r1))
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *p = w + (uint64_t)r * rb;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 64 <= n_in; i += 64) {
-            PF(p + 2 * i, PF_F16);
-            PF(p + 2 * i + 64, PF_F16);
-            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
-            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
-            a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 64))), _mm512_loadu_ps(x + i + 32), a2);
-            a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 96))), _mm512_loadu_ps(x + i + 48), a3);
-        }
-        a0 = _mm512_add_ps(a0, a2);
-        a1 = _mm512_add_ps(a1, a3);
         for (; i + 32 <= n_in; i += 32) {
             PF(p + 2 * i, PF_F16);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
