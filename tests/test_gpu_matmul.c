@@ -195,7 +195,7 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
     double *ref = malloc(sizeof(double) * (size_t)(NMAX * n_out)), *mag = malloc(sizeof(double) * (size_t)(NMAX * n_out));
     double *qbd = malloc(sizeof(double) * (size_t)(2 * n_out)), *xdbl = malloc(sizeof(double) * (size_t)n_in);
 
-    void *dw = rf_gpu_mm_alloc(wbytes);
+    void *dw = rf_gpu_mm_alloc(wbytes + RF_GPU_WEIGHT_PAD);
     float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
     float *db = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
     float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_out));
@@ -360,7 +360,7 @@ static void test_ex(gpu_env *env) {
             y0[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             y[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             for (int64_t k = 0; k < NMAX * nout[i]; k++) y0[i][k] = accumulate ? gauss() : NAN;
-            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i]);
+            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i] + RF_GPU_WEIGHT_PAD);
             rf_gpu_mm_upload(dw[i], w[i], rb * (uint64_t)nout[i]);
             dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)(NMAX * nout[i]));

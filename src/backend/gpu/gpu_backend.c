@@ -127,9 +127,11 @@ static void gpu_free(rf_backend *be, void *p) {
 
 static void *gpu_upload_weight(rf_backend *be, const void *host, size_t bytes) {
     gpu_impl *g = G(be);
-    void *p = dev_alloc(g, bytes);
+    void *p = dev_alloc(g, bytes + RF_GPU_WEIGHT_PAD); /* padding: see matmul_gpu.h */
     if (!p) return NULL;
+    static const unsigned char zeros[RF_GPU_WEIGHT_PAD];
     gpuError_t e = gpuMemcpy(p, host, bytes, gpuMemcpyHostToDevice);
+    if (e == gpuSuccess) e = gpuMemcpy((char *)p + bytes, zeros, RF_GPU_WEIGHT_PAD, gpuMemcpyHostToDevice);
     if (e != gpuSuccess) {
         rf_set_error("copying %zu bytes of weights to the GPU: %s", bytes, gpuGetErrorString(e));
         gpuFree(p);

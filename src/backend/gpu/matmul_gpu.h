@@ -6,6 +6,8 @@
  * W: n_out rows of n_in elements of GGUF type `type` (core/dtype.h), rows contiguous (row o starts
  * at o * row_bytes(type, n_in)), device memory; n_in must be a multiple of the type's block size.
  * x, y, bias: f32, row-major, rows contiguous, device memory; y must not overlap x, W or bias.
+ * W must be followed by RF_GPU_WEIGHT_PAD readable bytes (the int8 kernels load whole aligned
+ * words, which for the last block of a Q4_0 row reach up to 2 bytes past it).
  *
  * Paths (chosen per call by n):
  *  - n <= RF_GPU_MATVEC_MAX_N: matrix-vector kernels that decode the weight blocks in registers
@@ -39,6 +41,8 @@
  */
 #ifndef RF_MATMUL_GPU_H
 #define RF_MATMUL_GPU_H
+
+#define RF_GPU_WEIGHT_PAD 16
 
 #include <stddef.h>
 #include <stdint.h>
