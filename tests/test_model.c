@@ -139,9 +139,11 @@ static void test_model(const model_case *mc, const char *device) {
 /* Several sequences of different lengths in shared batches, with a fork and removals between
  * steps: each sequence's logits must equal its logits when run alone. */
 static void test_batches(const char *device) {
-    const char *path = test_shared("models/tiny-llama-q8_0.gguf");
+    /* The f32 file: paging is what is tested here, and f32 weights keep every path free of the
+     * 8-bit activation rounding whose flips random weights amplify. */
+    const char *path = test_shared("models/tiny-llama-f32.gguf");
     if (!test_file_exists(path)) {
-        SKIP("tiny-llama-q8_0.gguf missing");
+        SKIP("tiny-llama-f32.gguf missing");
         return;
     }
     rf_model_params mp = rf_model_default_params();
@@ -215,12 +217,11 @@ static void test_batches(const char *device) {
         }
     }
     /* The reference devices (cpu-ref, cpu-ggml) compute each token the same way whatever the
-     * batch, so they must agree to rounding: that proves the paging (slots, block tables, forks).
-     * The fast paths may use different kernels for different batch sizes (GPU: f16-operand GEMM
-     * and tensor-core attention above 16 tokens, f32 matvecs below; CPU: int8-activation GEMM vs
-     * matvec with another summation order); random weights amplify that to ~2e-2 (measured 2.3e-2
-     * on an H200), while a slot or block-table mistake gives differences of order 1. */
-    float tol = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml") ? 1e-4f : 5e-2f;
+     * batch, so they must agree to rounding. The fast paths may use other kernels for other batch
+     * sizes (GPU: tensor-core f16-operand attention above 8 tokens, f32 matvec vs GEMM; CPU: matvec
+     * vs GEMM summation order): a few 1e-3 at most on this f32 model, while a cache slot or
+     * block-table mistake gives differences of order 1. */
+    float tol = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml") ? 1e-4f : 1e-2f;
     printf("batched vs alone on %s: %d positions, max rel diff %.2e (limit %.0e)\n", device, checked, max_err, tol);
     CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
 
