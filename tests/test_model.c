@@ -219,9 +219,10 @@ static void test_batches(const char *device) {
     /* The reference devices (cpu-ref, cpu-ggml) compute each token the same way whatever the
      * batch, so they must agree to rounding. The fast paths may use other kernels for other batch
      * sizes (GPU: tensor-core f16-operand attention above 8 tokens, f32 matvec vs GEMM; CPU: matvec
-     * vs GEMM summation order): a few 1e-3 at most on this f32 model, while a cache slot or
-     * block-table mistake gives differences of order 1. */
-    float tol = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml") ? 1e-4f : 1e-2f;
+     * vs GEMM summation order). Measured on this f32 model (2026-11-21): CPU 0, H200 9.6e-3; a
+     * cache slot or block-table mistake gives differences of order 1. */
+    bool reference = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml");
+    float tol = reference ? 1e-4f : strncmp(device, "gpu", 3) ? 1e-2f : 3e-2f;
     printf("batched vs alone on %s: %d positions, max rel diff %.2e (limit %.0e)\n", device, checked, max_err, tol);
     CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
 
