@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/quant.h"
 #include "core/util.h"
+#include "backend/cpu/thread_scratch.h"
 
 /* ---- ISA selection ---------------------------------------------------------------------- */
 
@@ -215,21 +216,9 @@ static void mm_worker(void *ctx_, int ith, int nth) {
     if (kq && c->n_bad) rows_generic(c, r0, r1, 1);
 }
 
-/* Per calling thread scratch for the quantized activations, grown on demand and kept: a decode
- * step calls rf_matmul hundreds of times with the same shapes. */
-static _Thread_local struct {
-    void *p;
-    size_t n;
-} scratch;
-
-static void *scratch_get(size_t n) {
-    if (scratch.n < n) {
-        free(scratch.p);
-        scratch.p = rf_xmalloc(n);
-        scratch.n = n;
-    }
-    return scratch.p;
-}
+/* The calling thread's scratch for the quantized activations (thread_scratch.h; slot 2, as the
+ * AVX-512 kernels use slots 0 and 1 of the worker threads, the caller among them). */
+static void *scratch_get(size_t n) { return rf_thread_scratch(2, n); }
 
 void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                const float *x, int64_t n_tok, float *y) {

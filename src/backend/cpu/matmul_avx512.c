@@ -14,6 +14,7 @@
 #include "backend/cpu/matmul_x86.inc"
 #include "core/quant.h"
 #include "core/util.h"
+#include "backend/cpu/thread_scratch.h"
 
 /* ---- Many-token GEMM (AVX-512 + VNNI) ----------------------------------------------------
  *
@@ -33,20 +34,7 @@
 #define KCQ 1024  /* K elements per packed int8 chunk (multiple of 256) */
 #define KCF 256   /* K elements per packed f32 chunk */
 
-static _Thread_local struct {
-    void *p;
-    size_t n;
-} g_scr[2];
-
-static void *gscratch(int i, size_t n) {
-    if (g_scr[i].n < n) {
-        free(g_scr[i].p);
-        g_scr[i].p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-        if (!g_scr[i].p) abort();
-        g_scr[i].n = n;
-    }
-    return g_scr[i].p;
-}
+static void *gscratch(int i, size_t n) { return rf_thread_scratch(i, n); }
 
 /* Micro-kernel: nbc packed weight records (BS = 4G elements each) against T tokens of the packed
  * activations (per block: [GT tokens][BS] int8 codes, and [GT] each of -zp*sum, d, d*sum), 16
