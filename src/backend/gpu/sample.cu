@@ -18,6 +18,31 @@ static __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib
     return ka > kb || (ka == kb && ia < ib);
 }
 
+/* block_sort: sorts keys/ids[0..npad) (npad a power of two) in the sampler's order (descending
+ * key, ascending id on ties; see before()) with a bitonic network. Called by every thread of the
+ * block; the arrays are in shared or global memory visible to the whole block; ends synchronised. */
+__device__ static void block_sort(float *keys, int *ids, int npad) {
+    const int tid = (int)threadIdx.x, bs = (int)blockDim.x;
+    for (int k = 2; k <= npad; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < npad; i += bs) {
+                const int ixj = i ^ j;
+                if (ixj > i) {
+                    const float ka = keys[i], kb = keys[ixj];
+                    const int ia = ids[i], ib = ids[ixj];
+                    const bool up = (i & k) == 0;
+                    if (up ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+                        keys[i] = kb;
+                        keys[ixj] = ka;
+                        ids[i] = ib;
+                        ids[ixj] = ia;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+}
+
 /* First index i in [lo, n) (contiguous chunks per thread) at which the running double sum of
  * val(i) (starting at `base` before lo) satisfies cum >= thr (ge) or cum > thr (!ge); n if none.
  * The sums are per-thread chunks combined by an exclusive scan, so the cumulative value at each
@@ -152,25 +177,7 @@ sample_kernel(const float *logits, int nv, rf_sample_params P, const int32_t *hi
             ids[i] = i < nv ? i : INT_MAX;
         }
         __syncthreads();
-        for (int k = 2; k <= npad; k <<= 1) {
-            for (int j = k >> 1; j > 0; j >>= 1) {
-                for (int i = tid; i < npad; i += bs) {
-                    const int ixj = i ^ j;
-                    if (ixj > i) {
-                        const float ka = keys[i], kb = keys[ixj];
-                        const int ia = ids[i], ib = ids[ixj];
-                        const bool up = (i & k) == 0;
-                        if (up ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
-                            keys[i] = kb;
-                            keys[ixj] = ka;
-                            ids[i] = ib;
-                            ids[ixj] = ia;
-                        }
-                    }
-                }
-                __syncthreads();
-            }
-        }
+        block_sort(keys, ids, npad);
         int n = nv;
         if (P.top_k > 0 && P.top_k < n) n = P.top_k;
         const float c0 = keys[0];
@@ -531,24 +538,7 @@ sel_gather_kernel(const float *lg, const float *logits, int nv, rf_sample_params
         ci[i] = INT_MAX;
     }
     __syncthreads();
-    for (int kk = 2; kk <= npad; kk <<= 1)
-        for (int j = kk >> 1; j > 0; j >>= 1) {
-            for (int i = tid; i < npad; i += bs) {
-                const int ixj = i ^ j;
-                if (ixj > i) {
-                    const float ka = ck[i], kb = ck[ixj];
-                    const int ia = ci[i], ib = ci[ixj];
-                    const bool up = (i & kk) == 0;
-                    if (up ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
-                        ck[i] = kb;
-                        ck[ixj] = ka;
-                        ci[i] = ib;
-                        ci[ixj] = ia;
-                    }
-                }
-            }
-            __syncthreads();
-        }
+    block_sort(ck, ci, npad);
     const int k = P.top_k; /* <= total */
     const float c0 = ck[0];
     for (int i = tid; i < k; i += bs) cp[i] = (float)exp((double)(ck[i] - c0));
