@@ -446,6 +446,9 @@ AI void pack_h16(const uint8_t *wr, const int32_t *ridx, int64_t k0, int64_t kn,
     }
 }
 
+#ifndef GEMM_F_HINT
+#define GEMM_F_HINT _MM_HINT_T1
+#endif
 AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                       const float *x, int64_t n_tok, float *y, const int kind) {
     float *pk = gscratch(0, sizeof(float) * 32 * KCF);
@@ -491,7 +494,7 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
                 const int64_t tg = t0 / GTF, p = t0 / 8;
                 for (int64_t l = p * nlines / npass; l < (p + 1) * nlines / npass; l++)
                     for (int64_t i = 0; i < nnr; i++)
-                        _mm_prefetch((const char *)(nw + (uint64_t)i * rb + 2 * nk0 + 64 * l), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(nw + (uint64_t)i * rb + 2 * nk0 + 64 * l), GEMM_F_HINT);
                 mk_f32_any(pk, kn, (int)RF_MIN(8, n_tok - t0), xp + (tg * n_in + k0) * GTF + (t0 % GTF), y + t0 * n_out + r,
                            n_out, m0, m1, k0 > 0);
             }
@@ -537,7 +540,10 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #ifndef PF_F16
 #define PF_F16 1536
 #endif
-#define PF(p, d) do { if (GEMV_PF_SCALE) _mm_prefetch((const char *)(p) + (d) * GEMV_PF_SCALE, _MM_HINT_T0); } while (0)
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+#define PF(p, d) do { if (GEMV_PF_SCALE) _mm_prefetch((const char *)(p) + (d) * GEMV_PF_SCALE, PF_HINT); } while (0)
 
 AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
