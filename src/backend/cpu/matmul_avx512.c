@@ -279,6 +279,9 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
     }
 }
 
+#ifndef GEMM_Q_HINT
+#define GEMM_Q_HINT _MM_HINT_T0
+#endif
 typedef void (*pack_fn)(const uint8_t *, const int32_t *, __m512i, int64_t, int64_t, uint8_t *);
 
 /* Shared driver. G: groups of 4 per block (BS = 4G), zp: zero point, has_m: per-block mins. */
@@ -340,7 +343,7 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n
                 const int T = (int)RF_MIN(GT, n_tok - tg * GT);
                 for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
                     for (int i = 0; i < nnr; i++)
-                        _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), GEMM_Q_HINT);
                 const int64_t o = (tg * nbz + b0) * GT;
                 mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
             }
@@ -446,6 +449,9 @@ AI void pack_h16(const uint8_t *wr, const int32_t *ridx, int64_t k0, int64_t kn,
     }
 }
 
+#ifndef GEMM_F_PF /* 0: no prefetch of the next F16/BF16 chunk */
+#define GEMM_F_PF 1
+#endif
 #ifndef GEMM_F_HINT
 #define GEMM_F_HINT _MM_HINT_T1
 #endif
@@ -489,7 +495,7 @@ AI void gemm_h_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
             int64_t nk0 = 0, nkn = 0, nnr = 0;
             if (k0 + KCF < n_in) nw = wr, nk0 = k0 + KCF, nkn = RF_MIN(KCF, n_in - nk0), nnr = nr;
             else if (r + 32 < r1) nw = wr + 32 * rb, nkn = RF_MIN(KCF, n_in), nnr = RF_MIN(32, r1 - r - 32);
-            const int64_t nlines = nw ? (2 * nkn + 63) / 64 : 0, npass = (n_tok + 7) / 8;
+            const int64_t nlines = nw && GEMM_F_PF ? (2 * nkn + 63) / 64 : 0, npass = (n_tok + 7) / 8;
             for (int64_t t0 = 0; t0 < n_tok; t0 += 8) {
                 const int64_t tg = t0 / GTF, p = t0 / 8;
                 for (int64_t l = p * nlines / npass; l < (p + 1) * nlines / npass; l++)
