@@ -68,10 +68,6 @@ int rf_gpu_softmax_rows(void *stream, float *x, int n_rows, int n_cols);
 int rf_gpu_get_rows(void *stream, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
 int rf_gpu_copy_block(void *stream, float *cache, size_t block_floats, int src, int dst);
 
-/* matmul_fallback.cu (temporary; the real matmul is matmul_gpu.h) */
-int rf_gpu_matmul_fallback(void *stream, uint32_t type, const void *w, size_t row_bytes, int64_t n_out, int64_t n_in,
-                           const float *x, int n, const float *bias, float *y);
-
 /* sample.cu: runtime/sampler.h's algorithm; scratch holds rf_gpu_sample_scratch(n_vocab) bytes. */
 size_t rf_gpu_sample_scratch(int n_vocab);
 int rf_gpu_sample(void *stream, const float *logits, int n_vocab, const rf_sample_params *p,

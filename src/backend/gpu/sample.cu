@@ -18,6 +18,28 @@ static __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib
     return ka > kb || (ka == kb && ia < ib);
 }
 
+/* apply_penalties: runtime/sampler.h step 1 for the ids in [lo, hi): each distinct id of the
+ * window history[start..n_history) (start = n_history - penalty_last_n, 0 when the window covers
+ * it all, n_history when penalty_last_n == 0) is penalised once, by the thread holding its first
+ * occurrence, in place in lg. Called by every thread of the block; no barrier inside. */
+__device__ static void apply_penalties(float *lg, const rf_sample_params &P, const int32_t *history, int n_history,
+                                       int lo, int hi) {
+    int start = P.penalty_last_n > 0 && n_history > P.penalty_last_n ? n_history - P.penalty_last_n : 0;
+    if (P.penalty_last_n == 0) start = n_history;
+    for (int i = start + (int)threadIdx.x; i < n_history; i += (int)blockDim.x) {
+        const int32_t id = history[i];
+        if (id < lo || id >= hi) continue;
+        bool first = true;
+        for (int j = start; j < i && first; j++) first = history[j] != id;
+        if (!first) continue;
+        int count = 0;
+        for (int j = start; j < n_history; j++) count += history[j] == id;
+        float l = lg[id];
+        l = l > 0 ? l / P.repeat_penalty : l * P.repeat_penalty;
+        lg[id] = l - (float)count * P.freq_penalty - P.presence_penalty;
+    }
+}
+
 /* block_sort: sorts keys/ids[0..npad) (npad a power of two) in the sampler's order (descending
  * key, ascending id on ties; see before()) with a bitonic network. Called by every thread of the
  * block; the arrays are in shared or global memory visible to the whole block; ends synchronised. */
@@ -115,20 +137,7 @@ sample_kernel(const float *logits, int nv, rf_sample_params P, const int32_t *hi
 
     const bool penalize = P.repeat_penalty != 1.0f || P.freq_penalty != 0.0f || P.presence_penalty != 0.0f;
     if (penalize && n_history > 0) {
-        int start = P.penalty_last_n > 0 && n_history > P.penalty_last_n ? n_history - P.penalty_last_n : 0;
-        if (P.penalty_last_n == 0) start = n_history;
-        for (int i = start + tid; i < n_history; i += bs) {
-            const int32_t id = history[i];
-            if (id < 0 || id >= nv) continue;
-            bool first = true;
-            for (int j = start; j < i && first; j++) first = history[j] != id;
-            if (!first) continue;
-            int count = 0;
-            for (int j = start; j < n_history; j++) count += history[j] == id;
-            float l = lg[id];
-            l = l > 0 ? l / P.repeat_penalty : l * P.repeat_penalty;
-            lg[id] = l - (float)count * P.freq_penalty - P.presence_penalty;
-        }
+        apply_penalties(lg, P, history, n_history, 0, nv);
         __syncthreads();
     }
 
@@ -402,20 +411,7 @@ penalty_copy_kernel(const float *logits, int nv, rf_sample_params P, const int32
     const int lo = blockIdx.x * chunk, hi = min(nv, lo + chunk);
     for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) lg[i] = logits[i];
     __syncthreads();
-    int start = P.penalty_last_n > 0 && n_history > P.penalty_last_n ? n_history - P.penalty_last_n : 0;
-    if (P.penalty_last_n == 0) start = n_history;
-    for (int i = start + threadIdx.x; i < n_history; i += blockDim.x) {
-        const int32_t id = history[i];
-        if (id < lo || id >= hi) continue;
-        bool first = true;
-        for (int j = start; j < i && first; j++) first = history[j] != id;
-        if (!first) continue;
-        int count = 0;
-        for (int j = start; j < n_history; j++) count += history[j] == id;
-        float l = lg[id];
-        l = l > 0 ? l / P.repeat_penalty : l * P.repeat_penalty;
-        lg[id] = l - (float)count * P.freq_penalty - P.presence_penalty;
-    }
+    apply_penalties(lg, P, history, n_history, lo, hi);
 }
 
 /* sel_hist_kernel: grid nb = sel_blocks(nv) x SEL_THREADS; 1 <= k <= nv. Adds the digit-1
