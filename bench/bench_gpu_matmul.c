@@ -2,9 +2,9 @@
  *
  *   bench_gpu_matmul [iters] [quick|ab]
  *
- * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 Q5_K and the decode shapes, n = 1, 2, GB/s
- * of three contexts: f32 matvec (RF_MM_F32_MV=1, the k_mv reference), int8 x + dp4a without
- * programmatic dependent launch (RF_MM_PDL=0), and the default (int8 + PDL on CUDA).
+ * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
+ * GB/s of three contexts: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), k_mvp
+ * without programmatic dependent launch (RF_MM_PDL=0), and the default (k_mvp + PDL on CUDA).
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -70,22 +70,21 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    setenv("RF_MM_I8_N2", "1", 1); /* n = 2 through the int8 path too */
-    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_F32_MV", "1"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
+    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1] || !ctx[2]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
     }
-    const uint32_t types[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q5_K};
-    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {1024, 4096}};
+    const uint32_t types[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_F16};
+    const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {1024, 4096}, {3072, 2048}, {16384, 2048}, {2048, 8192}};
     const int64_t xn = 2 * 11008;
     float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)xn), *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)xn);
     float *hx = malloc(sizeof(float) * (size_t)xn);
     for (int64_t i = 0; i < xn; i++) hx[i] = randf();
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
-    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "f32", "int8", "int8+pdl",
-           "f32", "int8", "i8+pdl");
+    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp",
+           "mvp+pdl", "2-kernel", "mvp", "mvp+pdl");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
@@ -103,7 +102,7 @@ static int run_ab(int iters) {
                 dw[c] = rf_gpu_mm_alloc(bytes);
                 rf_gpu_mm_upload(dw[c], hw, bytes);
             }
-            for (int n = 1; n <= 2; n++) {
+            for (int n = 1; n <= 1; n++) {
                 double ms[3];
                 for (int k = 0; k < 3; k++)
                     ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);

@@ -6,6 +6,9 @@
 #   bench:   copy bandwidth, then `rocmforge bench` on mkmodel files of the 1B shape
 #   bench7b: the same on the Llama-2-7B shape (F16, Q8_0, Q4_0, Q4_K_M)
 #   longctx: tg128 after 512, 8192 and 32768 tokens of context (1B F16, 7B Q4_K_M)
+#   mm:      the stand-alone matmul test and the decode matvec A/B (bench/bench_gpu_matmul ab)
+#   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
+#            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
 set -uo pipefail
 OUT=${OUT:-/tmp/rf-out}
@@ -55,6 +58,26 @@ bench|bench7b)
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         log "bench $tag $t ($(stat -c %s $f) bytes)"
         $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -2 | tee -a "$OUT/summary.txt"
+    done
+    ;;
+mm)
+    log "stand-alone matmul test + decode A/B"
+    sh bench/gpu_mm_build.sh build/gpumm > "$OUT/mm-build.log" 2>&1 || tail -20 "$OUT/mm-build.log"
+    build/gpumm/test_gpu_matmul > "$OUT/test-gpu-matmul.log" 2>&1
+    grep -E "FAIL|RESULT|passed" "$OUT/test-gpu-matmul.log" | tail -12 | tee -a "$OUT/summary.txt"
+    build/gpumm/bench_gpu_matmul ${MM_ITERS:-20} ab > "$OUT/mm-ab.txt" 2>&1; cat "$OUT/mm-ab.txt" >> "$OUT/summary.txt"
+    ;;
+tgab)
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
+    for ft in ${AB_FILES:-1b-q4_k_m}; do
+        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
+        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
+        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        for envset in "RF_MM_MVP=0" "RF_MM_PDL_GRAPH=0" "RF_MM_PDL=0" "X=default"; do
+            log "tg128 $ft $envset"
+            env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
+        done
     done
     ;;
 longctx)

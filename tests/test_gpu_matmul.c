@@ -476,6 +476,121 @@ static void test_ex(gpu_env *env) {
     rf_gpu_mm_dfree(d);
 }
 
+/* Decode-shaped calls (n = 1) with more rows than the GPU has resident warps, so that the
+ * persistent matvec gives each warp several consecutive rows, crossing from one output to the
+ * next inside a warp, and rows long enough for several pipeline steps (n_in 4352 = 17 x 256).
+ * Three same-type outputs of 700-3000 rows, norm and accumulate random; oracle and tolerance as
+ * test_ex (the int8 rounding bound only for the int8 types); then a NaN in x: every row NaN. */
+static void test_ex_rows(gpu_env *env) {
+    static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0, RF_TYPE_Q4_0,
+                                  RF_TYPE_Q5_K, RF_TYPE_F16,  RF_TYPE_BF16};
+    for (size_t t = 0; t < sizeof RT / sizeof RT[0]; t++) {
+        const uint32_t type = RT[t];
+        const int int8 = type != RF_TYPE_F16 && type != RF_TYPE_BF16;
+        const int64_t n_in = t % 2 ? 4352 : 1280;
+        const int use_norm = test_randint(0, 1), accumulate = test_randint(0, 1);
+        uint64_t rb = 0;
+        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        int64_t nout[3], total = 0;
+        uint8_t *w[3];
+        float *y0[3], *y[3], *dy[3];
+        void *dw[3];
+        rf_gpu_mm_out outs[3];
+        for (int i = 0; i < 3; i++) {
+            nout[i] = test_randint(700, 3000);
+            total += nout[i];
+            w[i] = malloc(rb * (uint64_t)nout[i]);
+            make_weights(type, nout[i], n_in, w[i]);
+            y0[i] = malloc(sizeof(float) * (size_t)nout[i]);
+            y[i] = malloc(sizeof(float) * (size_t)nout[i]);
+            for (int64_t k = 0; k < nout[i]; k++) y0[i][k] = accumulate ? gauss() : NAN;
+            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i] + RF_GPU_WEIGHT_PAD);
+            rf_gpu_mm_upload(dw[i], w[i], rb * (uint64_t)nout[i]);
+            dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)nout[i]);
+            rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)nout[i]);
+            outs[i].type = type;
+            outs[i].w = dw[i];
+            outs[i].n_out = nout[i];
+            outs[i].bias = NULL;
+            outs[i].y = dy[i];
+        }
+        float *x = malloc(sizeof(float) * (size_t)n_in), *nw = malloc(sizeof(float) * (size_t)n_in);
+        float *wf = malloc(sizeof(float) * (size_t)n_in);
+        double *xin = malloc(sizeof(double) * (size_t)n_in);
+        const float eps = 1e-5f;
+        for (int64_t k = 0; k < n_in; k++) x[k] = gauss() * 3.0f, nw[k] = gauss();
+        double ss = 0;
+        for (int64_t k = 0; k < n_in; k++) ss += (double)x[k] * x[k];
+        const double sc = 1.0 / sqrt(ss / (double)n_in + (double)eps);
+        for (int64_t k = 0; k < n_in; k++) xin[k] = use_norm ? (double)x[k] * sc * (double)nw[k] : (double)x[k];
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dnw = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dscr = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dnw, nw, sizeof(float) * (size_t)n_in);
+        int rc = rf_gpu_matmul_ex(env->ctx, 3, outs, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate, dscr);
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        CHECK(rc == 0, "rows %s: %s", rf_type_name(type), rc ? rf_last_error() : "");
+        double worst = 0;
+        int wout = 0;
+        int64_t wrow = -1;
+        for (int i = 0; i < 3 && rc == 0; i++) {
+            rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
+            for (int64_t o = 0; o < nout[i]; o++) {
+                rf_dequantize_row(type, w[i] + o * rb, wf, n_in);
+                double s = 0, a = 0;
+                for (int64_t k = 0; k < n_in; k++) {
+                    s += (double)wf[k] * xin[k];
+                    a += fabs((double)wf[k] * xin[k]);
+                }
+                const double yv = accumulate ? y0[i][o] : 0.0, r = s + yv;
+                const double lim = 1e-4 * (a + fabs(yv)) + (int8 ? 1.01 * q8_bound(wf, xin, n_in) : 0.0) + 1e-30;
+                const double e = isfinite(y[i][o]) ? fabs(y[i][o] - r) / lim : INFINITY;
+                if (!(e <= worst)) worst = e, wout = i, wrow = o;
+            }
+        }
+        CHECK(worst <= 1.0, "rows %s 3 x ~%lld rows (%lld) x %lld norm=%d acc=%d: worst %.3g x tol at out %d row %lld",
+              rf_type_name(type), (long long)(total / 3), (long long)total, (long long)n_in, use_norm, accumulate, worst,
+              wout, (long long)wrow);
+        /* NaN in x: every row of every output NaN */
+        x[test_randint(0, (int)n_in - 1)] = NAN;
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+        rc = rf_gpu_matmul_ex(env->ctx, 3, outs, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate, dscr);
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        int64_t finite = rc ? -1 : 0;
+        for (int i = 0; i < 3 && rc == 0; i++) {
+            rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
+            for (int64_t o = 0; o < nout[i]; o++) {
+                /* without the norm, a NaN element reaches a row only through a nonzero weight:
+                 * compare with the oracle's own propagation */
+                rf_dequantize_row(type, w[i] + o * rb, wf, n_in);
+                double s = 0;
+                for (int64_t k = 0; k < n_in; k++) s += (double)wf[k] * (double)x[k];
+                if (use_norm || isnan(s)) {
+                    if (!isnan(y[i][o])) finite++;
+                } else if (isnan(y[i][o])) {
+                    finite++;
+                }
+            }
+        }
+        CHECK(finite == 0, "rows %s norm=%d: %lld rows disagree with NaN propagation", rf_type_name(type), use_norm,
+              (long long)finite);
+        for (int i = 0; i < 3; i++) {
+            free(w[i]);
+            free(y0[i]);
+            free(y[i]);
+            rf_gpu_mm_dfree(dw[i]);
+            rf_gpu_mm_dfree(dy[i]);
+        }
+        free(x);
+        free(nw);
+        free(wf);
+        free(xin);
+        rf_gpu_mm_dfree(dx);
+        rf_gpu_mm_dfree(dnw);
+        rf_gpu_mm_dfree(dscr);
+    }
+}
+
 static void test_gpu(void) {
     const int ndev = rf_gpu_mm_device_count();
     /* number of checks each type would run: see test_case */
@@ -508,6 +623,7 @@ static void test_gpu(void) {
         }
     }
     test_ex(&env);
+    test_ex_rows(&env);
     /* Errors. */
     float *d = rf_gpu_mm_alloc(4096);
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q8_1, d, 1, 32, d, 1, NULL, d) == -1, "Q8_1 must be refused");

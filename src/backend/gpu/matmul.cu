@@ -1337,6 +1337,293 @@ MM_UNROLL
     }
 }
 
+/* ---- k_mvp: the decode matvec (n = 1), persistent and pipelined --------------------------- */
+
+/* Unit formats of k_mvp. Int8 formats (MvpI8<V>) wrap a k_mvq unit format V: x is staged as int8
+ * (k_qx's quantization, done by every block into its own shared memory). Plain formats (MvpF16,
+ * MvpBF16): a unit is 8 elements (16 bytes); x is staged in f32, split in two halves so that the
+ * 8 x values of unit k are the float4s at k * 4 and n_in / 2 + k * 4 (lanes read consecutive
+ * 16-byte words: no bank conflicts). F32X says which staging a format needs. */
+template <class V> struct MvpI8 {
+    typedef typename V::Raw Raw;
+    typedef typename V::Dec Dec;
+    enum { QK = V::QK, BB = V::BB, UPB = V::UPB, A = V::A, F32X = 0 };
+    static __device__ __forceinline__ void load(const uint8_t *b, int u, Raw &r) { V::load(b, u, r); }
+    static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
+        const int blk = k / UPB;
+        return V::dot(r, k % UPB, (const int8_t *)xs + (int64_t)blk * QK,
+                      (const float2 *)(xs + n_in) + (int64_t)blk * (QK / 32));
+    }
+};
+struct MvpF16 {
+    struct Raw {
+        uint32_t q[4];
+    };
+    typedef DecF16x8 Dec;
+    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1 };
+    static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
+    static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
+        const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
+        const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
+        float s = mm_h2f((uint16_t)(r.q[0] & 0xffffu)) * a.x;
+        s += mm_h2f((uint16_t)(r.q[0] >> 16)) * a.y;
+        s += mm_h2f((uint16_t)(r.q[1] & 0xffffu)) * a.z;
+        s += mm_h2f((uint16_t)(r.q[1] >> 16)) * a.w;
+        s += mm_h2f((uint16_t)(r.q[2] & 0xffffu)) * b.x;
+        s += mm_h2f((uint16_t)(r.q[2] >> 16)) * b.y;
+        s += mm_h2f((uint16_t)(r.q[3] & 0xffffu)) * b.z;
+        s += mm_h2f((uint16_t)(r.q[3] >> 16)) * b.w;
+        return s;
+    }
+};
+struct MvpBF16 {
+    struct Raw {
+        uint32_t q[4];
+    };
+    typedef DecBF16x8 Dec;
+    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1 };
+    static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
+    static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
+        const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
+        const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
+        float s = mm_bits2f(r.q[0] << 16) * a.x;
+        s += mm_bits2f(r.q[0] & 0xffff0000u) * a.y;
+        s += mm_bits2f(r.q[1] << 16) * a.z;
+        s += mm_bits2f(r.q[1] & 0xffff0000u) * a.w;
+        s += mm_bits2f(r.q[2] << 16) * b.x;
+        s += mm_bits2f(r.q[2] & 0xffff0000u) * b.y;
+        s += mm_bits2f(r.q[3] << 16) * b.z;
+        s += mm_bits2f(r.q[3] & 0xffff0000u) * b.w;
+        return s;
+    }
+};
+
+/* Units per lane per pipeline step of k_mvp (two steps of raw words live in registers). */
+template <class V> struct MvpUn {
+    enum { UN = sizeof(typename V::Raw) <= 32 ? 4 : 2 };
+};
+
+#define MVP_THREADS 256
+#define MVP_MAX_WARPS (MVP_THREADS / 32) /* the smallest warp size is 32 */
+
+/* Dynamic shared memory of k_mvp for a row of n_in elements. */
+static size_t mvp_smem_bytes(int f32x, int64_t n_in) {
+    return f32x ? (size_t)n_in * 4 : (size_t)n_in + (size_t)(n_in / 32) * 8;
+}
+
+/* Block-wide RMS scale of x (1 when norm_w is NULL): sum of squares in f32, warp sums combined in
+ * warp order (every thread computes the same value). red: MVP_MAX_WARPS floats of shared memory. */
+__device__ __forceinline__ float mvp_norm_scale(const float *__restrict__ x, int64_t n_in, const float *norm_w,
+                                                float eps, float *red) {
+    if (!norm_w) return 1.0f;
+    const int ws = warpSize, tid = (int)threadIdx.x, bd = (int)blockDim.x;
+    float ss = 0.0f;
+    for (int64_t i = tid; i < n_in / 4; i += bd) {
+        const float4 v = *(const float4 *)(x + 4 * i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+    if (tid % ws == 0) red[tid / ws] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < bd / ws; i++) t += red[i];
+    return 1.0f / sqrtf(t / (float)n_in + eps);
+}
+
+/* Stages xin = x * scale * norm_w (or x) as int8 exactly as k_qx does: xs[0, n_in) int8 q,
+ * then n_in / 32 float2 {d, d * sum q}. Returns nonzero in every thread when xin has a non-finite
+ * element. Ends with a barrier. */
+__device__ __forceinline__ int mvp_stage_i8(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
+                                            float scale, uint8_t *xs) {
+    const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
+    int8_t *xq = (int8_t *)xs;
+    float2 *xd = (float2 *)(xs + n_in);
+    const int npieces = (int)(n_in / 8);
+    const int iters = (npieces + bd - 1) / bd;
+    int bad = 0;
+    for (int it = 0; it < iters; it++) {
+        const int p = tid + it * bd;
+        const bool act = p < npieces;
+        float v[8];
+        if (act) {
+            const float4 a = *(const float4 *)(xr + 8 * p), b = *(const float4 *)(xr + 8 * p + 4);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            if (norm_w) {
+                const float4 ga = *(const float4 *)(norm_w + 8 * p), gb = *(const float4 *)(norm_w + 8 * p + 4);
+                const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+MM_UNROLL
+                for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
+            }
+        } else {
+MM_UNROLL
+            for (int i = 0; i < 8; i++) v[i] = 0.0f;
+        }
+        float amax = 0.0f;
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const float a = fabsf(v[i]);
+            if (!(a <= 3.402823466e38f)) bad = 1; /* inf or NaN */
+            amax = fmaxf(amax, a);
+        }
+        amax = fmaxf(amax, MM_SHFL_XOR(amax, 1));
+        amax = fmaxf(amax, MM_SHFL_XOR(amax, 2));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        uint32_t pk[2] = {0u, 0u};
+        int sq = 0;
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            int q = __float2int_rn(v[i] * id);
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            sq += q;
+            pk[i >> 2] |= ((uint32_t)q & 0xffu) << (8 * (i & 3));
+        }
+        sq += MM_SHFL_XOR(sq, 1);
+        sq += MM_SHFL_XOR(sq, 2);
+        if (act) {
+            *(uint2 *)(xq + 8 * p) = make_uint2(pk[0], pk[1]);
+            if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
+        }
+    }
+    return __syncthreads_or(bad);
+}
+
+/* Stages xin in f32, halves split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 +
+ * e / 8 * 4 + e % 4). Ends with a barrier. */
+__device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
+                                              float scale, uint8_t *xs) {
+    float *xf = (float *)xs;
+    for (int64_t i = threadIdx.x; i < n_in / 4; i += blockDim.x) {
+        float4 v = *(const float4 *)(xr + 4 * i);
+        if (norm_w) {
+            const float4 g = *(const float4 *)(norm_w + 4 * i);
+            v.x = v.x * scale * g.x, v.y = v.y * scale * g.y, v.z = v.z * scale * g.z, v.w = v.w * scale * g.w;
+        }
+        *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
+    }
+    __syncthreads();
+}
+
+/* Row r of the launch's concatenated row space: its job and row within the job. */
+__device__ __forceinline__ int mvp_job(const MvJobs &jobs, int64_t r) {
+    int jb = 0;
+    for (int j = 1; j < jobs.n; j++)
+        if (r >= jobs.j[j].row0) jb = j;
+    return jb;
+}
+
+template <class F, int UN>
+__device__ __forceinline__ void mvp_load(const uint8_t *wr, int k0, int nunits, typename F::Raw *raw) {
+    const int ws = warpSize;
+MM_UNROLL
+    for (int u = 0; u < UN; u++) {
+        const int k = k0 + u * ws;
+        if (k < nunits) F::load(wr + (int64_t)(k / F::UPB) * F::BB, k % F::UPB, raw[u]);
+    }
+}
+
+/* k_mvp: for each job J (rows of the concatenated row space, MvJob.row0 ascending, no padding):
+ *   y_J[o] (+)= sum_e W_J[o][e] * xin[e] + bias_J[o],   n = 1,
+ * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
+ * (n_in / F::QK blocks), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
+ * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
+ * Launch: blockDim.x = MVP_THREADS, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
+ * gridDim.x (the host sizes it to one resident wave); warp g owns rows [g * rpw, (g + 1) * rpw).
+ * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
+ * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
+ * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
+ * before the current ones are used. Per row: f32 accumulation, xor-shuffle reduction from
+ * warpSize / 2, lane 0 stores. Int8 formats: a non-finite xin makes the whole block compute its
+ * rows in f32 from x (F::Dec decode), so NaN/inf propagate as in the f32 kernels. */
+template <class F, int UN>
+__global__ void __launch_bounds__(MVP_THREADS)
+    k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
+          const float *__restrict__ norm_w, float eps, int accum) {
+    extern __shared__ float4 mvp_smem4[];
+    uint8_t *xs = (uint8_t *)mvp_smem4;
+    __shared__ float red[MVP_MAX_WARPS];
+    typedef typename F::Raw Raw;
+    const int ws = warpSize, nwarps = (int)blockDim.x / ws;
+    const int lane = (int)threadIdx.x % ws;
+    const int64_t r0 = ((int64_t)blockIdx.x * nwarps + (int)threadIdx.x / ws) * rpw;
+    const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
+    const int nunits = (int)(n_in / F::QK) * F::UPB;
+    const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
+    Raw cur[UN], nxt[UN];
+    int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
+    const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
+    if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
+    mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
+    mm_grid_dep_launch();
+    const float scale = mvp_norm_scale(x, n_in, norm_w, eps, red);
+    int bad = 0;
+    if (F::F32X)
+        mvp_stage_f32(x, n_in, norm_w, scale, xs);
+    else
+        bad = mvp_stage_i8(x, n_in, norm_w, scale, xs);
+    if (bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
+        typedef typename F::Dec D;
+        for (int64_t r = r0; r < r1; r++) {
+            const int j = mvp_job(jobs, r);
+            const int64_t o = r - jobs.j[j].row0;
+            const uint8_t *w = jobs.j[j].w + o * row_bytes;
+            float a = 0.0f;
+            for (int kk = lane; kk < (int)(n_in / D::E); kk += ws) {
+                float wv[D::E];
+                D::dec(w + (int64_t)(kk / D::C) * D::BB, kk % D::C, wv);
+                for (int e = 0; e < D::E; e++) {
+                    const int64_t i = (int64_t)kk * D::E + e;
+                    a += wv[e] * (norm_w ? x[i] * scale * norm_w[i] : x[i]);
+                }
+            }
+            for (int off = ws / 2; off > 0; off >>= 1) a += MM_SHFL_XOR(a, off);
+            if (lane == 0) {
+                float *yp = jobs.j[j].y + o;
+                const float v = a + (jobs.j[j].bias ? jobs.j[j].bias[o] : 0.0f);
+                *yp = accum ? *yp + v : v;
+            }
+        }
+        return;
+    }
+    float acc = 0.0f;
+    int s = 0;
+    for (int64_t r = r0; r < r1;) {
+        /* issue the next step's loads */
+        int64_t rn = r;
+        int sn = s + 1, jn = jb;
+        const uint8_t *wn = wr;
+        if (sn == nsteps) {
+            sn = 0;
+            rn = r + 1;
+            if (rn < r1) {
+                while (jn + 1 < jobs.n && rn >= jobs.j[jn + 1].row0) jn++;
+                wn = jobs.j[jn].w + (rn - jobs.j[jn].row0) * row_bytes;
+            }
+        }
+        if (rn < r1) mvp_load<F, UN>(wn, lane + sn * UN * ws, nunits, nxt);
+        /* use the current step */
+        const int k0 = lane + s * UN * ws;
+MM_UNROLL
+        for (int u = 0; u < UN; u++) {
+            const int k = k0 + u * ws;
+            if (k < nunits) acc += F::dot(cur[u], k, xs, n_in);
+        }
+        if (s == nsteps - 1) {
+            for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
+            if (lane == 0) {
+                const MvJob &J = jobs.j[jb];
+                const int64_t o = r - J.row0;
+                float *yp = J.y + o;
+                const float v = acc + (J.bias ? J.bias[o] : 0.0f);
+                *yp = accum ? *yp + v : v;
+            }
+            acc = 0.0f;
+        }
+MM_UNROLL
+        for (int u = 0; u < UN; u++) cur[u] = nxt[u];
+        r = rn, s = sn, jb = jn, wr = wn;
+    }
+}
+
 /* k_rmsnorm: out[t][k] = x[t][k] * (1 / sqrt(sum_k x[t][k]^2 / n_in + eps)) * norm_w[k] for k < n_in;
  * one block per row t (gridDim.x = rows), any blockDim.x that is a power of two <= 1024 (the
  * reduction halves from blockDim.x / 2). Sum of squares in f32; NaN/inf in a row make that row's
@@ -1536,7 +1823,15 @@ struct rf_gpu_matmul_ctx {
     int n_sm;
     int f32_mv;  /* RF_MM_F32_MV=1: no int8-activation matvec (the f32 k_mv is the reference) */
     int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
-    int pdl;     /* k_mvq as a programmatic dependent launch after k_qx (CUDA; RF_MM_PDL=0: off) */
+    int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
+    int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
+    int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
+    struct {
+        const void *fn;
+        size_t smem;
+        int blocks;
+    } occ[48]; /* resident blocks per SM of k_mvp instantiations, by dynamic shared memory */
+    int n_occ;
     void *qbuf;  /* int8 x scratch: xq[QX_MAX_N][QX_MAX_IN], xd[QX_MAX_N][QX_MAX_IN / 32], rinfo[QX_MAX_N] */
 #ifndef MM_HIP
     mm_cublas_api cublas;
@@ -1588,6 +1883,8 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 #else
     ctx->pdl = !(getenv("RF_MM_PDL") && atoi(getenv("RF_MM_PDL")) == 0);
 #endif
+    ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
+    ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -1723,10 +2020,98 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 }
 #endif
 
+/* Largest dynamic shared memory of k_mv / k_mvp (under the 48 KB every target gives). */
+#define MV_SMEM_MAX (46 * 1024)
+
+/* ---- k_mvp dispatch (n = 1) ------------------------------------------------------------------ */
+
+/* Resident blocks per SM of kernel fn with smem bytes of dynamic shared memory (cached). */
+static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
+    for (int i = 0; i < ctx->n_occ; i++)
+        if (ctx->occ[i].fn == fn && ctx->occ[i].smem == smem) return ctx->occ[i].blocks;
+    int nb = 0;
+#ifdef MM_HIP
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != hipSuccess) nb = 0;
+#else
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != cudaSuccess) nb = 0;
+#endif
+    (void)mmGetLastError();
+    if (nb < 1) nb = 1;
+    if (ctx->n_occ < (int)(sizeof ctx->occ / sizeof ctx->occ[0])) {
+        ctx->occ[ctx->n_occ].fn = fn;
+        ctx->occ[ctx->n_occ].smem = smem;
+        ctx->occ[ctx->n_occ++].blocks = nb;
+    }
+    return nb;
+}
+
+/* Enqueues k_mvp<F, UN> over jobs (rows in all). The grid is one resident wave, trimmed so that
+ * every warp gets the same number of rows (rpw) except the last. */
+template <class F, int UN>
+static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
+                      const float *x, const float *norm_w, float eps, int accum) {
+    const size_t smem = mvp_smem_bytes(F::F32X, n_in);
+    const int wpb = MVP_THREADS / ctx->warp_size;
+    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem) * wpb;
+    const int64_t rpw = (rows + max_warps - 1) / max_warps;
+    const int64_t warps = (rows + rpw - 1) / rpw;
+    const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(MVP_THREADS);
+#ifndef MM_HIP
+    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
+    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
+        (st == mmStreamCaptureStatusNone || ctx->pdl_graph)) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1] = {};
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = ctx->stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum),
+                        "matvec launch (programmatic)");
+    }
+    (void)mmGetLastError();
+#endif
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum);
+    return mm_check(mmGetLastError(), "matvec launch");
+}
+
+/* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
+ * n == 1, x and norm_w 16-byte aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the
+ * staged x within MV_SMEM_MAX, every W aligned to F::A. */
+template <class F, int UN>
+static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
+                   const float *norm_w, float eps, int accum) {
+    if (!ctx->mvp || ctx->legacy_mv || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS || n_in <= 0 || n_in % F::QK ||
+        (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
+        (norm_w && (uintptr_t)norm_w % 16) || n_in / F::QK * F::UPB > INT32_MAX)
+        return 0;
+    for (int i = 0; i < nouts; i++)
+        if ((uintptr_t)outs[i].w % F::A) return 0;
+    MvJobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    int64_t rows = 0;
+    for (int i = 0; i < nouts; i++) {
+        if (outs[i].n_out <= 0) continue;
+        MvJob *j = &jobs.j[jobs.n++];
+        j->w = (const uint8_t *)outs[i].w;
+        j->bias = outs[i].bias;
+        j->y = outs[i].y;
+        j->n_out = outs[i].n_out;
+        j->row0 = rows;
+        rows += outs[i].n_out;
+    }
+    if (jobs.n == 0) return 1;
+    const int64_t row_bytes = n_in / F::QK * F::BB;
+    return mvp_launch<F, UN>(ctx, jobs, rows, row_bytes, n_in, x, norm_w, eps, accum) ? -1 : 1;
+}
+
 /* Fast matvec for outputs of one decoder D (n <= 2). Returns 1 when done, 0 when ineligible (the
  * caller falls back), -1 on a launch error. Eligible: n <= 2, x 16-byte aligned, n_in % 4 == 0,
  * n * n_in floats fit the shared-memory budget, every W aligned to D::A, n_in % D::QK == 0. */
-#define MV_SMEM_MAX (46 * 1024)
 template <class D>
 static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                   const float *norm_w, float eps, int accum) {
@@ -1784,8 +2169,14 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
 #define MVT(D) mv_try<D>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum)
     switch (type) {
     case RF_TYPE_F32: return mv_try_plain<DecF32x4, DecF32x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
-    case RF_TYPE_F16: return mv_try_plain<DecF16x8, DecF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
-    case RF_TYPE_BF16: return mv_try_plain<DecBF16x8, DecBF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    case RF_TYPE_F16: {
+        const int rp = mvp_try<MvpF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        return rp ? rp : mv_try_plain<DecF16x8, DecF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    }
+    case RF_TYPE_BF16: {
+        const int rp = mvp_try<MvpBF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        return rp ? rp : mv_try_plain<DecBF16x8, DecBF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+    }
     case RF_TYPE_Q4_0: return MVT(DecQ4_0);
     case RF_TYPE_Q4_1: return MVT(DecQ4_1);
     case RF_TYPE_Q5_0: return MVT(DecQ5_0);
@@ -1858,6 +2249,10 @@ static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
 template <class V>
 static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum, int *quantized) {
+    if (n == 1) {
+        const int rp = mvp_try<MvpI8<V>, MvpUn<V>::UN>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        if (rp) return rp;
+    }
     if (!mvq_ok(ctx, n_in, x, n, norm_w) || nouts < 1 || nouts > MV_MAX_OUTS || n_in % V::QK) return 0;
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % V::A) return 0;
@@ -1927,7 +2322,7 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
         int quantized = 0;
         const int rq = mvq_try_type(ctx, type, &one, 1, n_in, x, n, NULL, 0.0f, accum, &quantized);
         if (rq) return rq < 0 ? -1 : 0;
-        const int rc = mv_try<D>(ctx, &one, 1, n_in, x, n, NULL, 0.0f, accum);
+        const int rc = mv_try_type(ctx, type, &one, 1, n_in, x, n, NULL, 0.0f, accum);
         if (rc) return rc < 0 ? -1 : 0;
     }
     if (n <= RF_GPU_MATVEC_MAX_N) {
