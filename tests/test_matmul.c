@@ -294,12 +294,39 @@ static void test_threadpool(rf_threadpool *tp3) {
     CHECK(rf_physical_cores() >= 1, "physical cores %d", rf_physical_cores());
 }
 
+/* rf_cpu_weights_copy/free: copies are exact and 64-byte aligned, small ones share a slab,
+ * one larger than a slab gets its own, and freeing in any order releases everything. */
+static void test_weights(void) {
+    enum { N = 40 };
+    size_t sz[N];
+    uint8_t *src[N], *dst[N];
+    for (int i = 0; i < N; i++) {
+        sz[i] = i == 7 ? ((size_t)80 << 20) + 3 : (size_t)(1 + (i * 7919) % 300000);
+        src[i] = malloc(sz[i]);
+        for (size_t j = 0; j < sz[i]; j += 97) src[i][j] = (uint8_t)(i + j);
+        dst[i] = rf_cpu_weights_copy(src[i], sz[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        bad += !dst[i] || ((uintptr_t)dst[i] & 63) || memcmp(dst[i], src[i], sz[i]);
+        for (int j = 0; j < i; j++) /* no overlap */
+            bad += dst[i] && dst[j] && dst[i] < dst[j] + sz[j] && dst[j] < dst[i] + sz[i];
+    }
+    CHECK(bad == 0, "weight copies: %d bad", bad);
+    for (int i = 0; i < N; i += 2) rf_cpu_weights_free(dst[i]);
+    for (int i = 1; i < N; i += 2) CHECK(!memcmp(dst[i], src[i], sz[i]), "weight copy %d intact after frees", i);
+    for (int i = 1; i < N; i += 2) rf_cpu_weights_free(dst[i]);
+    rf_cpu_weights_free(NULL);
+    for (int i = 0; i < N; i++) free(src[i]);
+}
+
 int main(void) {
     const rf_isa best = rf_isa_best();
     printf("isa %s, physical cores %d\n", rf_isa_name(best), rf_physical_cores());
     CHECK(!strcmp(rf_isa_name(RF_ISA_AVX2), "avx2"), "isa names");
     rf_threadpool *tp3 = rf_threadpool_new(3);
     test_threadpool(tp3);
+    test_weights();
     test_random(tp3, best);
     test_edges(tp3, best);
     test_batch_invariance(tp3, best);

@@ -21,6 +21,7 @@
 #ifndef RF_MATMUL_H
 #define RF_MATMUL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend/cpu/threadpool.h"
@@ -34,5 +35,13 @@ const char *rf_isa_name(rf_isa isa);
 
 void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                const float *x, int64_t n_tok, float *y);
+
+/* Weight placement for the CPU backend (matmul_weights.c): rf_cpu_weights_copy returns a copy of
+ * `bytes` bytes at 64-byte alignment in memory advised for 2 MiB transparent huge pages (decode
+ * streams weights at a higher rate from there than from 4 KiB file-mapping pages), or NULL with
+ * rf_set_error on out-of-memory. rf_cpu_weights_free releases one such copy (NULL: no-op; any
+ * other pointer aborts). Thread-safe. */
+void *rf_cpu_weights_copy(const void *src, size_t bytes);
+void rf_cpu_weights_free(void *p);
 
 #endif
