@@ -39,12 +39,13 @@ static void *cpu_alloc(rf_backend *be, size_t bytes) {
     return p;
 }
 static void cpu_free(rf_backend *be, void *p) { (void)be; free(p); }
+/* Weights are copied out of the file mapping into huge-page memory (matmul.h: decode reads them
+ * faster from there). */
 static void *cpu_upload_weight(rf_backend *be, const void *host, size_t bytes) {
     (void)be;
-    (void)bytes;
-    return (void *)host; /* weights are read in place from the file mapping */
+    return rf_cpu_weights_copy(host, bytes);
 }
-static void cpu_free_weight(rf_backend *be, void *p) { (void)be; (void)p; }
+static void cpu_free_weight(rf_backend *be, void *p) { (void)be; rf_cpu_weights_free(p); }
 static void cpu_upload(rf_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
     memcpy(dst, src, n);
