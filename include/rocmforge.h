@@ -57,10 +57,19 @@ int rf_token_to_piece(const rf_model *m, int32_t token, char *buf, size_t cap);
 bool rf_token_is_eog(const rf_model *m, int32_t token);
 int32_t rf_token_bos(const rf_model *m);
 
+/* Element type of the K/V cache (keys and values alike). f16 halves the cache's memory and the
+ * bytes attention reads per generated token (llama.cpp's default); f32 is the exact reference. */
+typedef enum {
+    RF_KV_AUTO = 0, /* the backend's choice: f16 on a GPU, f32 on the CPU */
+    RF_KV_F32 = 1,
+    RF_KV_F16 = 2,
+} rf_kv_type;
+
 typedef struct {
     int n_ctx;     /* tokens per sequence; <= 0: the model's training context, capped at 4096 */
     int n_batch;   /* most tokens per rf_decode call; <= 0: 512 */
     int n_seq_max; /* sequences at once; <= 0: 1 */
+    int kv_type;   /* rf_kv_type; another value makes rf_context_new fail */
 } rf_context_params;
 
 rf_context_params rf_context_default_params(void);
@@ -68,6 +77,8 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params);
 void rf_context_free(rf_context *c);
 int rf_context_n_ctx(const rf_context *c);
 int rf_context_n_batch(const rf_context *c);
+/* The K/V cache type the context got (RF_KV_F32 or RF_KV_F16, never RF_KV_AUTO). */
+rf_kv_type rf_context_kv_type(const rf_context *c);
 
 /* Sequences: ids are small integers; fork shares the cache (no copy). */
 int rf_seq_new(rf_context *c);

@@ -74,6 +74,26 @@ int main(void) {
     snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);
     int rc = run(args);
     CHECK(rc == 1 && strstr(err_buf, "rocmforge: ") && !strstr(out_buf, " "), "GPU asked for: error, no CPU run (%d, %s)", rc, err_buf);
+    /* K/V cache type flags (-ctk / -ctv, as llama.cpp): f16 and f32 only, K and V alike */
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0", stories);
+    bad(args, "cache type 'q8_0' for -ctk is not supported");
+    snprintf(args, sizeof args, "run -m %s -p hi --cache-type-v bf16", stories);
+    bad(args, "cache type 'bf16' for -ctv is not supported");
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk f16 -ctv f32", stories);
+    bad(args, "must have the same type");
+    snprintf(args, sizeof args, "perplexity -m %s -p hi -ctk f32 --cache-type-v f16", stories);
+    bad(args, "must have the same type");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 -ctk f16 -ctv f32", stories);
+    bad(args, "must have the same type");
+    snprintf(args, sizeof args, "run -m %s -p hi -n 4 --temp 0 --device cpu -ctk f16 -ctv f16", stories);
+    CHECK(run(args) == 0, "run -ctk f16 -ctv f16: %s", err_buf);
+    /* bench: the llama-bench table, with type_k / type_v columns only when not f16 */
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctk f16", stories);
+    CHECK(run(args) == 0 && strstr(out_buf, "| model") && !strstr(out_buf, "type_k") && strstr(out_buf, "tg4"),
+          "bench -ctk f16: %s %s", out_buf, err_buf);
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctv f32", stories);
+    CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|    f32 |    f32 |"),
+          "bench -ctv f32: %s %s", out_buf, err_buf);
     bad("info -m /etc/passwd", "GGUF");
     snprintf(args, sizeof args, "run -m %s -p hi", vocab);
     bad(args, "");

@@ -6,8 +6,12 @@
  * Tolerances (|gpu - cpu| <= atol + rtol * |cpu|; NaN must meet NaN, inf the same inf):
  *   embed (all types), get_rows, copy_block, scale, causal mask, greedy sampling: exact
  *   rmsnorm, softmax rows, swiglu: 1e-5 relative (parallel sums / expf ulps)
- *   rope: 2e-3 absolute on values in [-1, 1] (an ulp of theta at position 5000 is 5e-4 rad)
- *   attention: 1e-4 absolute + 1e-4 relative (summation order over up to 5000 positions);
+ *   rope: 2e-3 absolute on values in [-1, 1] (an ulp of theta at position 5000 is 5e-4 rad); the
+ *     KV store, f32 and f16 caches: v exact (f16: the same round-to-nearest-even, incl. ties,
+ *     overflow to inf, subnormals and NaN), rotated k 2e-3 (f32) / 3e-3 (f16: 2e-3 before
+ *     rounding can flip the rounding by one f16 ulp, 9.8e-4 below 1)
+ *   attention (every case with an f32 and an f16 cache; CPU and GPU read the same cached values):
+ *     1e-4 absolute + 1e-4 relative (summation order over up to 9000 positions);
  *     the tensor-core prefill (CUDA sm_80+, head dims 64/128) rounds q, k, v and the softmax
  *     weights to f16 (relative error 2^-11 = 4.9e-4 each; scores of |q| <= 2, |k| <= 1, hd 128
  *     err ~ scale * sqrt(hd) * 2 * 4.9e-4 ~ 1e-3 before the exp): 2e-3 absolute + 1e-2 relative
@@ -175,25 +179,50 @@ static void test_rmsnorm(void) {
 
 /* ---- rope + KV store ------------------------------------------------------------------------ */
 
+/* Widens n cache elements of kv_type (f32 or f16) to f32. */
+static void kv_widen(const void *src, uint32_t kv_type, size_t n, float *dst) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = kv_type == RF_TYPE_F16 ? rf_fp16_to_fp32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
+}
+/* Converts n f32 values to cache elements of kv_type (f16: round to nearest even). */
+static void *kv_pack(const float *src, uint32_t kv_type, size_t n) {
+    void *d = malloc(n * (kv_type == RF_TYPE_F16 ? 2 : 4));
+    for (size_t i = 0; i < n; i++) {
+        if (kv_type == RF_TYPE_F16) ((uint16_t *)d)[i] = rf_fp32_to_fp16(src[i]);
+        else ((float *)d)[i] = src[i];
+    }
+    return d;
+}
+
 static void test_rope(void) {
     struct { int mode, hd, n_rot, n_head, n_kv, ff; float fs; } cfg[] = {
         {RF_ROPE_NORMAL, 64, 64, 8, 8, 0, 1.0f},   {RF_ROPE_NEOX, 128, 128, 16, 4, 0, 1.0f},
         {RF_ROPE_NORMAL, 128, 64, 8, 1, 1, 0.25f}, {RF_ROPE_NEOX, 64, 32, 32, 4, 1, 0.5f},
         {RF_ROPE_NEOX, 128, 128, 32, 8, 1, 1.0f},
     };
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16};
+    for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++)
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++) {
+        const uint32_t kvt = kv_types[ki];
+        const size_t es = kvt == RF_TYPE_F16 ? 2 : 4;
         const int n_tok = 1 + test_randint(0, 40), hd = cfg[ci].hd;
         const int qd = cfg[ci].n_head * hd, kvd = cfg[ci].n_kv * hd;
         const int n_slots = 64;
         float *q = malloc(4 * (size_t)n_tok * qd), *k = malloc(4 * (size_t)n_tok * kvd), *v = malloc(4 * (size_t)n_tok * kvd);
-        float *kc = malloc(4 * (size_t)n_slots * kvd), *vc = malloc(4 * (size_t)n_slots * kvd);
+        float *sent = malloc(4 * (size_t)n_slots * kvd);
         float ff[64];
         int32_t pos[64], slot[64];
         fill(q, (size_t)n_tok * qd, -1, 1);
         fill(k, (size_t)n_tok * kvd, -1, 1);
         fill(v, (size_t)n_tok * kvd, -1, 1);
-        fill(kc, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
-        fill(vc, (size_t)n_slots * kvd, -9, -8);
+        /* f16 rounding edge cases in v (stored as is, compared exactly): ties to even, the largest
+         * finite value, overflow to inf, subnormals, underflow to zero, NaN */
+        const float edge[] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.0f, 65520.0f, -1e6f,
+                              0x1p-20f,        3e-8f,               -2e-8f,   NAN,      0x1.8p-25f};
+        for (size_t i = 0; i < RF_ARRAY_LEN(edge) && i < (size_t)n_tok * kvd; i++)
+            v[test_randint(0, n_tok * kvd - 1)] = edge[i];
+        fill(sent, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
+        void *kc = kv_pack(sent, kvt, (size_t)n_slots * kvd), *vc = kv_pack(sent, kvt, (size_t)n_slots * kvd);
         fill(ff, 64, 1.0f, 8.0f);
         int perm[64];
         for (int i = 0; i < n_slots; i++) perm[i] = i;
@@ -207,35 +236,44 @@ static void test_rope(void) {
             slot[t] = perm[t];
         }
         float *dq = dput(q, 4 * (size_t)n_tok * qd), *dk = dput(k, 4 * (size_t)n_tok * kvd), *dv = dput(v, 4 * (size_t)n_tok * kvd);
-        float *dkc = dput(kc, 4 * (size_t)n_slots * kvd), *dvc = dput(vc, 4 * (size_t)n_slots * kvd);
+        void *dkc = dput(kc, es * n_slots * kvd), *dvc = dput(vc, es * n_slots * kvd);
         float *dff = dput(ff, sizeof ff);
         int32_t *dpos = dput(pos, sizeof pos), *dslot = dput(slot, sizeof slot);
         rf_rope rope = {cfg[ci].mode, cfg[ci].n_rot, 10000.0f, cfg[ci].fs, cfg[ci].ff ? dff : NULL};
-        rf_attn_dims dims = {cfg[ci].n_head, cfg[ci].n_kv, hd, 1.0f / sqrtf((float)hd)};
+        rf_attn_dims dims = {cfg[ci].n_head, cfg[ci].n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
         rf_step st = {0};
         st.n_tokens = n_tok;
         st.pos = dpos;
         st.slot = dslot;
         be->ops->rope_store_kv(be, &st, &rope, &dims, dq, dk, dv, dkc, dvc);
         float *gq = malloc(4 * (size_t)n_tok * qd), *gk = malloc(4 * (size_t)n_tok * kvd);
-        float *gkc = malloc(4 * (size_t)n_slots * kvd), *gvc = malloc(4 * (size_t)n_slots * kvd);
+        void *gkc_raw = malloc(es * n_slots * kvd), *gvc_raw = malloc(es * n_slots * kvd);
         int rc = dget(gq, dq, 4 * (size_t)n_tok * qd) | dget(gk, dk, 4 * (size_t)n_tok * kvd) |
-                 dget(gkc, dkc, 4 * (size_t)n_slots * kvd) | dget(gvc, dvc, 4 * (size_t)n_slots * kvd);
+                 dget(gkc_raw, dkc, es * n_slots * kvd) | dget(gvc_raw, dvc, es * n_slots * kvd);
         CHECK(rc == 0, "rope: %s", rf_error());
         rf_rope hr = rope;
         hr.freq_factors = cfg[ci].ff ? ff : NULL;
         cpu_rope(q, n_tok, cfg[ci].n_head, hd, pos, &hr);
         cpu_rope(k, n_tok, cfg[ci].n_kv, hd, pos, &hr);
-        cpu_store_kv(k, v, n_tok, kvd, slot, kc, vc);
-        char what[96];
-        snprintf(what, sizeof what, "rope %s hd %d n_rot %d heads %d/%d (q)", cfg[ci].mode ? "neox" : "normal", hd,
-                 cfg[ci].n_rot, cfg[ci].n_head, cfg[ci].n_kv);
+        cpu_store_kv(k, v, n_tok, kvd, slot, kc, vc, kvt);
+        float *gkc = malloc(4 * (size_t)n_slots * kvd), *gvc = malloc(4 * (size_t)n_slots * kvd);
+        float *rkc = malloc(4 * (size_t)n_slots * kvd), *rvc = malloc(4 * (size_t)n_slots * kvd);
+        kv_widen(gkc_raw, kvt, (size_t)n_slots * kvd, gkc);
+        kv_widen(gvc_raw, kvt, (size_t)n_slots * kvd, gvc);
+        kv_widen(kc, kvt, (size_t)n_slots * kvd, rkc);
+        kv_widen(vc, kvt, (size_t)n_slots * kvd, rvc);
+        char what[128];
+        snprintf(what, sizeof what, "rope %s hd %d n_rot %d heads %d/%d kv %s (q)", cfg[ci].mode ? "neox" : "normal", hd,
+                 cfg[ci].n_rot, cfg[ci].n_head, cfg[ci].n_kv, kvt == RF_TYPE_F16 ? "f16" : "f32");
         CHECK_CLOSE(what, gq, q, (size_t)n_tok * qd, 2e-3, 0);
         CHECK_CLOSE("rope k", gk, k, (size_t)n_tok * kvd, 2e-3, 0);
-        CHECK_CLOSE("rope k cache", gkc, kc, (size_t)n_slots * kvd, 2e-3, 0);
-        CHECK_CLOSE("rope v cache", gvc, vc, (size_t)n_slots * kvd, 0, 0);
+        /* f16: the rotated k differs by up to 2e-3 before rounding, so its f16 (ulp 9.8e-4 below 1)
+         * may round the other way: 2e-3 + 1 ulp */
+        CHECK_CLOSE("rope k cache", gkc, rkc, (size_t)n_slots * kvd, kvt == RF_TYPE_F16 ? 3e-3 : 2e-3, 0);
+        CHECK_CLOSE("rope v cache", gvc, rvc, (size_t)n_slots * kvd, 0, 0);
         dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc); dfree(dff); dfree(dpos); dfree(dslot);
-        free(q); free(k); free(v); free(kc); free(vc); free(gq); free(gk); free(gkc); free(gvc);
+        free(q); free(k); free(v); free(kc); free(vc); free(gq); free(gk); free(gkc); free(gvc); free(sent);
+        free(gkc_raw); free(gvc_raw); free(rkc); free(rvc);
     }
 }
 
@@ -244,8 +282,8 @@ static void test_rope(void) {
 /* Sequences of the given lengths in a paged cache with shuffled (non-contiguous) blocks; the
  * batch holds the last `tail[s]` positions of sequence s (tail 1 = decode). Unused slots hold NaN:
  * reading one would show. mode/n_split select the GPU kernel (gpu_backend.h). */
-static void attention_case(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail,
-                           int n_seq, int nan_case) {
+static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len,
+                              const int *tail, int n_seq, int nan_case, uint32_t kvt) {
     int max_len = 0, n_tok = 0;
     for (int s = 0; s < n_seq; s++) {
         max_len = RF_MAX(max_len, len[s]);
@@ -287,14 +325,18 @@ static void attention_case(const char *label, int n_head, int n_kv, int hd, int 
         size_t sl = (size_t)bt[0] * bsz;
         vc[sl * kvd + 3] = NAN;
     }
-    float *dkc = dput(kc, 4 * n_slots * kvd), *dvc = dput(vc, 4 * n_slots * kvd), *dq = dput(q, 4 * (size_t)n_tok * qd);
+    /* the cache as stored (f16: the values rounded, NaN stays NaN); CPU and GPU read the same one */
+    const size_t es = kvt == RF_TYPE_F16 ? 2 : 4;
+    void *kcs = kv_pack(kc, kvt, n_slots * kvd), *vcs = kv_pack(vc, kvt, n_slots * kvd);
+    void *dkc = dput(kcs, es * n_slots * kvd), *dvc = dput(vcs, es * n_slots * kvd);
+    float *dq = dput(q, 4 * (size_t)n_tok * qd);
     int32_t *dpos = dput(pos, 4 * (size_t)n_tok), *dseq = dput(seq_row, 4 * (size_t)n_tok);
     int32_t *dbt = dput(bt, sizeof(int32_t) * (size_t)n_seq * max_blocks);
     float *dout = be->ops->alloc(be, 4 * (size_t)n_tok * qd);
     float *ref = malloc(4 * (size_t)n_tok * qd), *got = malloc(4 * (size_t)n_tok * qd);
     rf_step hs = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, pos, NULL, seq_row, bt, NULL};
-    rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd)};
-    cpu_attention(&hs, &dims, q, kc, vc, ref, 0, (int64_t)n_tok * n_head);
+    rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
+    cpu_attention(&hs, &dims, q, kcs, vcs, ref, 0, (int64_t)n_tok * n_head);
     rf_step ds = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, dpos, NULL, dseq, dbt, NULL};
 #if HAVE_GPU_BUILD
     /* {mode, splits, tensor cores allowed}: mode 2 runs twice, with and without tensor cores */
@@ -309,9 +351,10 @@ static void attention_case(const char *label, int n_head, int n_kv, int hd, int 
         int rc = dget(got, dout, 4 * (size_t)n_tok * qd);
         CHECK(rc == 0, "attention %s: %s", label, rf_error());
         char what[160];
-        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kernel %s%s, splits %d)", label,
-                 n_head, n_kv, hd, n_tok, modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto",
-                 tc ? " tensor-core" : "", modes[mi][1]);
+        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kv %s, kernel %s%s, splits %d)",
+                 label, n_head, n_kv, hd, n_tok, kvt == RF_TYPE_F16 ? "f16" : "f32",
+                 modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto", tc ? " tensor-core" : "",
+                 modes[mi][1]);
         if (tc && !nan_case) {
             double worst = 0;
             for (size_t i = 0; i < (size_t)n_tok * qd; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
@@ -335,6 +378,14 @@ static void attention_case(const char *label, int n_head, int n_kv, int hd, int 
     }
     dfree(dkc); dfree(dvc); dfree(dq); dfree(dpos); dfree(dseq); dfree(dbt); dfree(dout);
     free(perm); free(bt); free(kc); free(vc); free(pos); free(seq_row); free(q); free(ref); free(got);
+    free(kcs); free(vcs);
+}
+
+/* Each case with both cache types. */
+static void attention_case(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail,
+                           int n_seq, int nan_case) {
+    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F32);
+    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F16);
 }
 
 static void test_attention(void) {
@@ -366,6 +417,16 @@ static void test_attention(void) {
     attention_case("decode 9000", 8, 2, 64, 64, len10, tail10, 1, 0);
     int len7[] = {20, 9}, tail7[] = {3, 9};
     attention_case("NaN in V", 4, 2, 64, 16, len7, tail7, 2, 1);
+    /* decode kernel layouts: a GQA group of 7 (a partly used 8-head block) at head dim 80 (10 of
+     * 16 lanes per row), groups of 16 (two head chunks) at head dim 256 (a whole warp per row),
+     * head dim 36 (not a multiple of 8: element-wise loads) */
+    int len11[] = {3001, 17}, tail11[] = {1, 1};
+    if (quick) len11[0] = 301;
+    attention_case("decode gqa7 hd80", 14, 2, 80, 32, len11, tail11, 2, 0);
+    int len12[] = {1500}, tail12[] = {1};
+    attention_case("decode gqa16 hd256", 32, 2, 256, 32, len12, tail12, 1, 0);
+    int len13[] = {777, 1, 64}, tail13[] = {1, 1, 2};
+    attention_case("decode hd36", 6, 3, 36, 16, len13, tail13, 3, 0);
 }
 
 /* ---- micro-benchmark (group "bench", not in the default run) --------------------------------
@@ -413,7 +474,8 @@ typedef struct {
     float *scratch;
     rf_rope rope;
     int32_t *pos, *slot;
-    float *q, *k, *v, *kc, *vc, *x, *res, *w, *out, *lg;
+    float *q, *k, *v, *x, *res, *w, *out, *lg;
+    void *kc, *vc;
     int n_vocab, dim;
     rf_sample_params sp;
     int32_t *tok;
@@ -425,7 +487,7 @@ static void b_prefill(void *p) { bench_ctx *c = p; rf_gpu_attention_prefill(rf_g
 static void b_rope(void *p) {
     bench_ctx *c = p;
     rf_gpu_rope_store_kv(rf_gpu_backend_stream(be), c->a.n_tokens, c->pos, c->slot, &c->rope, c->a.n_head, c->a.n_kv_head,
-                         c->a.head_dim, c->q, c->k, c->v, c->kc, c->vc);
+                         c->a.head_dim, c->q, c->k, c->v, c->kc, c->vc, c->a.kv_type);
 }
 static void b_rms(void *p) { bench_ctx *c = p; rf_gpu_rmsnorm(rf_gpu_backend_stream(be), c->x, c->res, c->w, 1, c->dim, 1e-5f, c->out); }
 static void b_swiglu(void *p) { bench_ctx *c = p; rf_gpu_swiglu(rf_gpu_backend_stream(be), c->x, c->res, c->dim, c->out); }
@@ -438,56 +500,82 @@ static void b_sample(void *p) {
     rf_gpu_sample(rf_gpu_backend_stream(be), c->lg, c->n_vocab, &c->sp, c->slot, 0, 0.5f, c->tok, c->lp, c->sscr);
 }
 
-static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd) {
-    const int bsz = 256;
+static void *copy_src, *copy_dst;
+static size_t copy_bytes;
+static void b_copy(void *p) {
+    (void)p;
+    gpuMemcpyAsync(copy_dst, copy_src, copy_bytes, gpuMemcpyDeviceToDevice, (gpuStream_t)rf_gpu_backend_stream(be));
+}
+
+static int bench_n_sm(void) {
+    int n = 0;
+#if RF_GPU_HIP
+    if (hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, 0) != hipSuccess) n = 0;
+#else
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 0;
+#endif
+    return n;
+}
+
+/* Decode attention at 128..32768 positions (the runtime's 32-position blocks, scattered), then
+ * prefill and rope at this shape; kvt: the cache type. */
+static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uint32_t kvt) {
+    const int bsz = 32;
     const int ctxs[] = {128, 512, 8192, 32768};
     const int max_ctx = 32768, max_blocks = max_ctx / bsz;
-    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd;
+    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, es = kvt == RF_TYPE_F16 ? 2 : 4;
+    const char *tn = kvt == RF_TYPE_F16 ? "f16" : "f32";
     float *kh = malloc(4 * (size_t)max_ctx * kvd);
     fill(kh, (size_t)max_ctx * kvd, -1, 1);
-    float *kc = dput(kh, 4 * (size_t)max_ctx * kvd), *vc = dput(kh, 4 * (size_t)max_ctx * kvd);
+    void *khs = kv_pack(kh, kvt, (size_t)max_ctx * kvd);
+    void *kc = dput(khs, es * max_ctx * kvd), *vc = dput(khs, es * max_ctx * kvd);
     free(kh);
-    int32_t bt[128], pos[512], seq[512];
+    free(khs);
+    int32_t *bt = malloc(sizeof(int32_t) * (size_t)max_blocks), pos[512], seq[512];
     for (int i = 0; i < max_blocks; i++) bt[i] = (i * 37) % max_blocks; /* a permutation: 37 is odd */
     float *qh = malloc(4 * 512 * qd);
     fill(qh, 512 * qd, -1, 1);
     float *q = dput(qh, 4 * 512 * qd), *out = be->ops->alloc(be, 4 * 512 * qd);
     free(qh);
-    int32_t *dbt = dput(bt, sizeof bt);
-    float *scr = be->ops->alloc(be, rf_gpu_attn_decode_scratch(1, n_head, hd, 64));
+    int32_t *dbt = dput(bt, sizeof(int32_t) * (size_t)max_blocks);
+    free(bt);
+    const int n_sm = bench_n_sm();
+    float *scr = be->ops->alloc(be, rf_gpu_attn_decode_scratch(1, n_head, hd, 256));
     bench_ctx c;
     memset(&c, 0, sizeof c);
     for (size_t ci = 0; ci < RF_ARRAY_LEN(ctxs); ci++) {
         pos[0] = ctxs[ci] - 1;
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
-        rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc, out};
+        rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
+                              kvt, out};
         c.a = a;
-        c.n_split = RF_MIN(64, (ctxs[ci] + 255) / 256);
+        c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
         c.scratch = scr;
         double us = bench_graph(b_decode, &c, 50);
-        const double mb = 2.0 * ctxs[ci] * kvd * 4 / 1e6;
-        printf("BENCH %-4s attention decode ctx %5d (splits %2d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, ctxs[ci],
-               c.n_split, us, mb, mb / us * 1e3);
+        const double mb = 2.0 * ctxs[ci] * kvd * es / 1e6;
+        printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, tn,
+               ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
         dfree(dpos);
         dfree(dseq);
     }
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
-    rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc, out};
+    rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
+                          kvt, out};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {
         rf_gpu_attention_prefill_tc(tc, hd);
         double us = bench_graph(b_prefill, &c, 5);
-        printf("BENCH %-4s attention prefill n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, tc ? "tensor-core" : "scalar     ",
-               us, 4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
+        printf("BENCH %-4s attention prefill kv %s n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, tn,
+               tc ? "tensor-core" : "scalar     ", us, 4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
     }
     rf_gpu_attention_prefill_tc(1, hd);
 #else
     double us = bench_graph(b_prefill, &c, 5);
-    printf("BENCH %-4s attention prefill n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, "scalar     ", us,
-           4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
+    printf("BENCH %-4s attention prefill kv %s n=512 %s: %8.2f us  (%.1f TFLOP/s causal)\n", name, tn, "scalar     ",
+           us, 4.0 * n_head * hd * 512.0 * 513 / 2 / us * 1e-6);
 #endif
     /* rope + store at decode (1 token) */
     int32_t slot0 = 5;
@@ -500,7 +588,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd) {
     c.kc = kc;
     c.vc = vc;
     c.a.n_tokens = 1;
-    printf("BENCH %-4s rope_store_kv (1 token): %8.2f us\n", name, bench_graph(b_rope, &c, 50));
+    printf("BENCH %-4s rope_store_kv kv %s (1 token): %8.2f us\n", name, tn, bench_graph(b_rope, &c, 50));
     dfree(c.slot);
     dfree(dpos);
     dfree(dseq);
@@ -508,8 +596,21 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd) {
 }
 
 static void test_bench(void) {
-    bench_attn_shape("7B", 32, 32, 128);
-    bench_attn_shape("1B", 32, 8, 64);
+    /* the device-to-device copy bandwidth (bytes read + written), the yardstick for the K/V reads */
+    copy_bytes = (size_t)1 << 30;
+    copy_src = be->ops->alloc(be, copy_bytes);
+    copy_dst = be->ops->alloc(be, copy_bytes);
+    if (copy_src && copy_dst) {
+        double us = bench_graph(b_copy, NULL, 5);
+        printf("BENCH copy 1 GiB device to device: %8.2f us  (%.0f GB/s read + written)\n", us, 2.0 * copy_bytes / us * 1e-3);
+    }
+    if (copy_src) dfree(copy_src);
+    if (copy_dst) dfree(copy_dst);
+    for (int kt = 0; kt < 2; kt++) {
+        const uint32_t kvt = kt ? RF_TYPE_F32 : RF_TYPE_F16;
+        bench_attn_shape("7B", 32, 32, 128, kvt);
+        bench_attn_shape("1B", 32, 8, 64, kvt);
+    }
     bench_ctx c;
     memset(&c, 0, sizeof c);
     const int dim = 4096, ffn = 11008, vocabs[] = {32000, 152064};
@@ -613,16 +714,23 @@ static void test_elementwise(void) {
         CHECK(dget(got, dout, 4 * (size_t)n_sel * dim) == 0, "get_rows: %s", rf_error());
         cpu_get_rows(x, sel, n_sel, dim, ref);
         CHECK_CLOSE("get_rows", got, ref, (size_t)n_sel * dim, 0, 0);
-        size_t bf = 7 * 65; /* 7 slots x kv_dim 65 */
-        be->ops->copy_block(be, dx, bf, 3, 11);
-        be->ops->copy_block(be, dx, bf, 11, 0);
-        float *all = malloc(4 * (size_t)rows * dim);
-        CHECK(dget(all, dx, 4 * (size_t)rows * dim) == 0, "copy_block: %s", rf_error());
-        memcpy(x + 11 * bf, x + 3 * bf, 4 * bf);
-        memcpy(x + 0 * bf, x + 11 * bf, 4 * bf);
-        CHECK_CLOSE("copy_block", all, x, (size_t)rows * dim, 0, 0);
+        /* blocks of 7 slots x kv_dim 65 of f16 (910 bytes: not a multiple of 4) and of f32 */
+        for (size_t es = 2; es <= 4; es += 2) {
+            const size_t bb = 7 * 65 * es;
+            be->ops->upload(be, dx, x, 4 * (size_t)rows * dim);
+            be->ops->copy_block(be, dx, bb, 3, 11);
+            be->ops->copy_block(be, dx, bb, 11, 0);
+            char *all = malloc(4 * (size_t)rows * dim), *want = malloc(4 * (size_t)rows * dim);
+            CHECK(dget(all, dx, 4 * (size_t)rows * dim) == 0, "copy_block: %s", rf_error());
+            memcpy(want, x, 4 * (size_t)rows * dim);
+            memcpy(want + 11 * bb, want + 3 * bb, bb);
+            memcpy(want + 0 * bb, want + 11 * bb, bb);
+            CHECK(!memcmp(all, want, 4 * (size_t)rows * dim), "copy_block (%zu-byte elements): bytes differ", es);
+            free(all);
+            free(want);
+        }
         dfree(dx); dfree(dout); dfree(dsel);
-        free(x); free(ref); free(got); free(all);
+        free(x); free(ref); free(got);
     }
 }
 

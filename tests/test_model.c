@@ -1,8 +1,10 @@
 /* End-to-end model tests on the CPU against what llama.cpp computed (../shared/golden):
  * prompt tokens, every prompt position's logits (relative L2 and top-1), greedy continuation;
  * plus the paged cache under batches of several sequences, forks and removals. Each model runs on
- * the reference backend ("cpu-ref") and on the fast one ("cpu"); ROCMFORGE_TEST_DEVICE adds
- * another (e.g. gpu). */
+ * the reference backend ("cpu-ref") and on the fast one ("cpu"), each with its default f32 K/V
+ * cache, "cpu" also with an f16 cache (as llama.cpp's, which made the golden data);
+ * ROCMFORGE_TEST_DEVICE adds another device (e.g. gpu), with its default cache (f16 on a GPU)
+ * and with an f32 one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +73,10 @@ static float *prompt_logits(rf_context *c, int seq, const int32_t *toks, int n, 
     return out;
 }
 
-static void test_model(const model_case *mc, const char *device) {
+static const char *kv_name(int kv) { return kv == RF_KV_F16 ? "f16" : kv == RF_KV_F32 ? "f32" : "auto"; }
+
+/* kv: the context's K/V cache type (rf_kv_type). */
+static void test_model(const model_case *mc, const char *device, int kv) {
     golden g;
     if (golden_load(mc->stem, &g)) {
         SKIP("%s: golden data missing", mc->stem);
@@ -92,7 +97,9 @@ static void test_model(const model_case *mc, const char *device) {
     CHECK(n == g.n_prompt && !memcmp(toks, g.prompt_tokens, sizeof(int32_t) * (size_t)n),
           "%s: prompt tokens differ from llama.cpp's (%d vs %d tokens)", mc->stem, n, g.n_prompt);
     CHECK(rf_model_n_vocab(m) == g.n_vocab, "%s: n_vocab %d, golden %d", mc->stem, rf_model_n_vocab(m), g.n_vocab);
-    rf_context *c = rf_context_new(m, NULL);
+    rf_context_params cparams = rf_context_default_params();
+    cparams.kv_type = kv;
+    rf_context *c = rf_context_new(m, &cparams);
     CHECK(c != NULL, "%s: context: %s", mc->stem, rf_error());
     if (c && n == g.n_prompt) {
         int seq = rf_seq_new(c);
@@ -103,9 +110,13 @@ static void test_model(const model_case *mc, const char *device) {
             int agree = 0;
             for (int i = 0; i < n; i++)
                 agree += argmax(lg + (size_t)i * g.n_vocab, g.n_vocab) == argmax(g.logits + (size_t)i * g.n_vocab, g.n_vocab);
-            printf("%-22s %-8s rel L2 %.2e (limit %.0e), top-1 %d/%d\n", mc->stem, device, err, mc->tol, agree, n);
-            CHECK(err <= mc->tol, "%s on %s: logits rel L2 %.3e > %.0e", mc->stem, device, err, mc->tol);
-            if (mc->top1) CHECK(agree == n, "%s on %s: top-1 differs at %d positions", mc->stem, device, n - agree);
+            printf("%-22s %-8s kv %-4s rel L2 %.2e (limit %.0e), top-1 %d/%d\n", mc->stem, device, kv_name(kv), err,
+                   mc->tol, agree, n);
+            CHECK(err <= mc->tol, "%s on %s (kv %s): logits rel L2 %.3e > %.0e", mc->stem, device, kv_name(kv), err,
+                  mc->tol);
+            if (mc->top1)
+                CHECK(agree == n, "%s on %s (kv %s): top-1 differs at %d positions", mc->stem, device, kv_name(kv),
+                      n - agree);
             if (!strcmp(device, "cpu-ggml"))
                 CHECK(err <= 2e-2, "%s on cpu-ggml: rel L2 %.3e > 2e-2", mc->stem, err);
             free(lg);
@@ -126,7 +137,8 @@ static void test_model(const model_case *mc, const char *device) {
                 pos++;
                 next = rf_sampler_sample(s, c, 0, NULL);
             }
-            CHECK(ok == g.n_greedy, "%s on %s: greedy matches %d of %d golden tokens", mc->stem, device, ok, g.n_greedy);
+            CHECK(ok == g.n_greedy, "%s on %s (kv %s): greedy matches %d of %d golden tokens", mc->stem, device,
+                  kv_name(kv), ok, g.n_greedy);
             rf_sampler_free(s);
         }
     }
@@ -138,7 +150,7 @@ static void test_model(const model_case *mc, const char *device) {
 
 /* Several sequences of different lengths in shared batches, with a fork and removals between
  * steps: each sequence's logits must equal its logits when run alone. */
-static void test_batches(const char *device) {
+static void test_batches(const char *device, int kv) {
     /* The f32 file: paging is what is tested here, and f32 weights keep every path free of the
      * 8-bit activation rounding whose flips random weights amplify. */
     const char *path = test_shared("models/tiny-llama-f32.gguf");
@@ -162,6 +174,7 @@ static void test_batches(const char *device) {
     for (int s = 0; s < NS; s++) {
         rf_context_params cp = rf_context_default_params();
         cp.n_ctx = 128;
+        cp.kv_type = kv;
         rf_context *c = rf_context_new(m, &cp);
         int seq = rf_seq_new(c);
         alone[s] = prompt_logits(c, seq, toks[s], lens[s], nv);
@@ -169,7 +182,7 @@ static void test_batches(const char *device) {
         rf_context_free(c);
     }
     /* Together: round-robin chunks of random sizes from every live sequence in one batch. */
-    rf_context_params cp = {128, 64, 6};
+    rf_context_params cp = {128, 64, 6, kv};
     rf_context *c = rf_context_new(m, &cp);
     int seq_of[NS], done[NS] = {0};
     float max_err = 0;
@@ -223,7 +236,8 @@ static void test_batches(const char *device) {
      * cache slot or block-table mistake gives differences of order 1. */
     bool reference = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml");
     float tol = reference ? 1e-4f : strncmp(device, "gpu", 3) ? 1e-2f : 3e-2f;
-    printf("batched vs alone on %s: %d positions, max rel diff %.2e (limit %.0e)\n", device, checked, max_err, tol);
+    printf("batched vs alone on %s (kv %s): %d positions, max rel diff %.2e (limit %.0e)\n", device, kv_name(kv),
+           checked, max_err, tol);
     CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
 
     /* Fork: a shared 40-token prefix continued two ways equals each path run alone. */
@@ -258,13 +272,51 @@ static void test_batches(const char *device) {
     rf_model_free(m);
 }
 
+/* The K/V cache type must be accepted as documented and refused otherwise. */
+static void test_kv_types(void) {
+    const char *path = test_shared("models/stories260K.gguf");
+    if (!test_file_exists(path)) {
+        SKIP("stories260K.gguf missing");
+        return;
+    }
+    rf_model_params mp = rf_model_default_params();
+    mp.device = "cpu";
+    rf_model *m = rf_model_load(path, &mp);
+    CHECK(m != NULL, "load: %s", rf_error());
+    if (!m) return;
+    const int want[3] = {RF_KV_F32, RF_KV_F32, RF_KV_F16}; /* auto is f32 on the CPU */
+    for (int kv = RF_KV_AUTO; kv <= RF_KV_F16; kv++) {
+        rf_context_params cp = rf_context_default_params();
+        cp.n_ctx = 64;
+        cp.kv_type = kv;
+        rf_context *c = rf_context_new(m, &cp);
+        CHECK(c && rf_context_kv_type(c) == (rf_kv_type)want[kv], "kv_type %d: context %p, type %d", kv, (void *)c,
+              c ? (int)rf_context_kv_type(c) : -1);
+        rf_context_free(c);
+    }
+    rf_context_params cp = rf_context_default_params();
+    cp.kv_type = 7;
+    rf_context *c = rf_context_new(m, &cp);
+    CHECK(c == NULL && strstr(rf_error(), "K/V cache type 7"), "kv_type 7 accepted or badly reported: %s",
+          c ? "(accepted)" : rf_error());
+    rf_context_free(c);
+    rf_model_free(m);
+}
+
 int main(void) {
     test_seed();
-    const char *devices[4] = {"cpu-ref", "cpu", "cpu-ggml", getenv("ROCMFORGE_TEST_DEVICE")};
-    for (int d = 0; d < 4; d++) {
-        if (!devices[d]) continue;
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_model(&cases[i], devices[d]);
-        test_batches(devices[d]);
+    test_kv_types();
+    /* Each device with its default cache (cpu*: f32; a GPU: f16), the CPU also with an f16 cache
+     * (llama.cpp's golden data was made with one), a GPU also with an f32 cache. */
+    const char *extra = getenv("ROCMFORGE_TEST_DEVICE");
+    const struct { const char *device; int kv; } runs[] = {
+        {"cpu-ref", RF_KV_AUTO}, {"cpu", RF_KV_AUTO}, {"cpu", RF_KV_F16}, {"cpu-ggml", RF_KV_AUTO},
+        {extra, RF_KV_AUTO},     {extra, RF_KV_F32},
+    };
+    for (size_t d = 0; d < sizeof runs / sizeof runs[0]; d++) {
+        if (!runs[d].device) continue;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_model(&cases[i], runs[d].device, runs[d].kv);
+        test_batches(runs[d].device, runs[d].kv);
     }
     return test_finish();
 }

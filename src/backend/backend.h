@@ -71,13 +71,24 @@ typedef struct {
     int32_t *out_rows;
 } rf_step;
 
-/* Attention geometry. K and V caches of one layer are [n_slots][n_kv_head * head_dim] f32.
+/* Attention geometry and the K/V cache layout.
+ *
+ * K/V cache. The K and V caches of one layer are two arrays of [n_slots][n_kv_head][head_dim]
+ * elements of kv_type (row-major: element (slot, g, i) at (slot * n_kv_head + g) * head_dim + i),
+ * untyped backend memory (void *). kv_type is RF_TYPE_F32 or RF_TYPE_F16 (core/dtype.h; IEEE
+ * binary16, written with round-to-nearest-even, read by exact widening to f32); all arithmetic
+ * on cached values is f32. The runtime places layer l at byte offset l * n_slots * kv_dim *
+ * element size of one allocation, n_slots a multiple of the block size (32), so each layer's
+ * cache is as aligned as the allocation is (GPU kernels use 16-byte loads when head_dim is a
+ * multiple of 8 and fall back to narrower ones otherwise). Slots nobody wrote may hold anything;
+ * only visible positions are ever read.
  * Query head h reads KV head h / (n_head / n_kv_head) (grouped-query attention). */
 typedef struct {
     int n_head;
     int n_kv_head;
     int head_dim;
-    float scale; /* usually 1/sqrt(head_dim) */
+    float scale;      /* usually 1/sqrt(head_dim) */
+    uint32_t kv_type; /* RF_TYPE_F32 (0) or RF_TYPE_F16 */
 } rf_attn_dims;
 
 /* Sampling parameters (see runtime/sampler.h for the algorithm; every backend implements the
@@ -122,6 +133,8 @@ typedef struct rf_backend_ops {
     int (*sync)(rf_backend *be);
     /* Free device memory in bytes (for sizing the KV pool); 0 when unknown. */
     size_t (*mem_free)(rf_backend *be);
+    /* K/V cache element type a context gets unless it asks for one (RF_TYPE_F32 or RF_TYPE_F16). */
+    uint32_t kv_type_default;
 
     /* ---- ops ---- see backend/cpu/ops.h for each op's full contract (the CPU twins) */
     void (*embed)(rf_backend *be, const rf_weight *table, const int32_t *tokens, int n, float *out);
@@ -138,19 +151,23 @@ typedef struct rf_backend_ops {
     void (*matmul)(rf_backend *be, int n_outs, const rf_mm_out *outs, const float *x, int n, const rf_weight *norm,
                    float eps, bool accumulate, float *scratch);
     /* Rotates q [n][n_head*head_dim] in place and k [n][n_kv_head*head_dim], then writes k and v
-     * rows to k_cache/v_cache at step->slot[t]. */
+     * rows, converted to dims->kv_type, to k_cache/v_cache (one layer, layout above) at
+     * step->slot[t]. */
     void (*rope_store_kv)(rf_backend *be, const rf_step *step, const rf_rope *rope,
                           const rf_attn_dims *dims, float *q, float *k, const float *v,
-                          float *k_cache, float *v_cache);
-    /* out [n][n_head*head_dim] = softmax(q k^T * scale) v over each token's visible positions. */
+                          void *k_cache, void *v_cache);
+    /* out [n][n_head*head_dim] = softmax(q k^T * scale) v over each token's visible positions,
+     * K and V read from caches of dims->kv_type (widened to f32). */
     void (*attention)(rf_backend *be, const rf_step *step, const rf_attn_dims *dims, const float *q,
-                      const float *k_cache, const float *v_cache, float *out);
+                      const void *k_cache, const void *v_cache, float *out);
     /* out[i] = silu(gate[i]) * up[i] for i < n. */
     void (*swiglu)(rf_backend *be, const float *gate, const float *up, int64_t n, float *out);
     /* out[r][:] = x[rows[r]][:] for r < n_rows (rows in backend memory). */
     void (*get_rows)(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
-    /* Copies one cache block (block_size slots of every layer) from src to dst (copy-on-write). */
-    void (*copy_block)(rf_backend *be, float *cache, size_t block_floats, int src, int dst);
+    /* Copies cache block src to block dst of one layer's K or V cache (copy-on-write): bytes
+     * [src * block_bytes, +block_bytes) to [dst * block_bytes, ...), src != dst; block_bytes =
+     * block_size * kv_dim * element size. An exact byte copy, whatever the element type. */
+    void (*copy_block)(rf_backend *be, void *cache, size_t block_bytes, int src, int dst);
     /* Samples one token from logits [n_vocab] into *token_out (backend memory). history: the
      * last n_history tokens of the sequence (backend memory) for penalties; u: a uniform
      * random number in [0,1) drawn by the caller's seeded generator. logprob_out (backend memory,

@@ -5,10 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/util.h"
 
+/* Bytes of one K/V cache element of type t (RF_TYPE_F32 or RF_TYPE_F16). */
+static size_t rf_kv_elem_bytes(uint32_t t) { return t == RF_TYPE_F16 ? 2 : 4; }
+
 rf_context_params rf_context_default_params(void) {
-    rf_context_params p = {0, 512, 1};
+    rf_context_params p = {0, 512, 1, RF_KV_AUTO};
     return p;
 }
 
@@ -36,6 +40,15 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
         return NULL;
     }
     p.n_batch = RF_MIN(p.n_batch, p.n_ctx * p.n_seq_max);
+    uint32_t kv_type;
+    switch (p.kv_type) {
+    case RF_KV_AUTO: kv_type = m->be->ops->kv_type_default; break;
+    case RF_KV_F32: kv_type = RF_TYPE_F32; break;
+    case RF_KV_F16: kv_type = RF_TYPE_F16; break;
+    default:
+        rf_set_error("creating context: K/V cache type %d: expected RF_KV_AUTO, RF_KV_F32 or RF_KV_F16", p.kv_type);
+        return NULL;
+    }
 
     rf_context *c = rf_xcalloc(1, sizeof *c);
     c->m = m;
@@ -43,24 +56,26 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     c->n_seq_max = p.n_seq_max;
+    c->kv_type = kv_type;
 
     int max_blocks = (p.n_ctx + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
     int n_blocks = max_blocks * p.n_seq_max;
     if (rf_kv_init(&c->kv, n_blocks, KV_BLOCK_SIZE, p.n_ctx, p.n_seq_max)) goto fail;
     size_t kv_dim = (size_t)hp->n_kv_head * hp->head_dim;
     size_t n_slots = (size_t)n_blocks * KV_BLOCK_SIZE;
-    c->layer_floats = n_slots * kv_dim;
-    size_t kv_bytes = c->layer_floats * sizeof(float) * (size_t)hp->n_layer;
+    c->layer_bytes = n_slots * kv_dim * rf_kv_elem_bytes(kv_type);
+    size_t kv_bytes = c->layer_bytes * (size_t)hp->n_layer;
 
     size_t nb = (size_t)p.n_batch, d = (size_t)hp->n_embd;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     size_t act_bytes = nb * sizeof(float) * (3 * d + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff) +
                        nb * sizeof(float) * (size_t)hp->n_vocab;
     size_t free_mem = c->be->ops->mem_free(c->be);
-    if (free_mem && kv_bytes + act_bytes > free_mem) {
-        rf_set_error("context does not fit in device memory: KV cache %.1f MiB (%d tokens x %d sequences) "
+    if (free_mem && 2 * kv_bytes + act_bytes > free_mem) {
+        rf_set_error("context does not fit in device memory: %s KV cache 2 x %.1f MiB (%d tokens x %d sequences) "
                      "+ activations %.1f MiB > %.1f MiB free; lower -c or the sequence count",
-                     kv_bytes / 1048576.0, p.n_ctx, p.n_seq_max, act_bytes / 1048576.0, free_mem / 1048576.0);
+                     kv_type == RF_TYPE_F16 ? "f16" : "f32", kv_bytes / 1048576.0, p.n_ctx, p.n_seq_max,
+                     act_bytes / 1048576.0, free_mem / 1048576.0);
         goto fail;
     }
     bool ok = true;
@@ -128,6 +143,7 @@ void rf_context_free(rf_context *c) {
 
 int rf_context_n_ctx(const rf_context *c) { return c->n_ctx; }
 int rf_context_n_batch(const rf_context *c) { return c->n_batch; }
+rf_kv_type rf_context_kv_type(const rf_context *c) { return c->kv_type == RF_TYPE_F16 ? RF_KV_F16 : RF_KV_F32; }
 
 int rf_seq_new(rf_context *c) { return rf_kv_seq_new(&c->kv); }
 void rf_seq_remove(rf_context *c, int seq) { rf_kv_seq_remove(&c->kv, seq); }
@@ -138,11 +154,12 @@ int rf_seq_len(const rf_context *c, int seq) {
 /* Applies the copy-on-write copies a reservation asked for, to every layer's K and V. */
 static void copy_blocks(rf_context *c, const rf_kv_copy *copies, int n) {
     size_t kv_dim = (size_t)c->m->hp.n_kv_head * c->m->hp.head_dim;
-    size_t block_floats = kv_dim * KV_BLOCK_SIZE;
+    size_t block_bytes = kv_dim * KV_BLOCK_SIZE * rf_kv_elem_bytes(c->kv_type);
     for (int i = 0; i < n; i++)
         for (int l = 0; l < c->m->hp.n_layer; l++) {
-            c->be->ops->copy_block(c->be, c->k_cache + l * c->layer_floats, block_floats, copies[i].src, copies[i].dst);
-            c->be->ops->copy_block(c->be, c->v_cache + l * c->layer_floats, block_floats, copies[i].src, copies[i].dst);
+            size_t off = (size_t)l * c->layer_bytes;
+            c->be->ops->copy_block(c->be, (char *)c->k_cache + off, block_bytes, copies[i].src, copies[i].dst);
+            c->be->ops->copy_block(c->be, (char *)c->v_cache + off, block_bytes, copies[i].src, copies[i].dst);
         }
 }
 

@@ -13,8 +13,10 @@ struct rf_context {
     int n_ctx, n_batch, n_seq_max;
 
     rf_kv_pool kv;
-    float *k_cache, *v_cache; /* backend memory: [n_layer][n_slots][kv_dim] */
-    size_t layer_floats;      /* n_slots * kv_dim */
+    /* Backend memory: [n_layer][n_slots][kv_dim] elements of kv_type (backend.h's layout). */
+    void *k_cache, *v_cache;
+    uint32_t kv_type;   /* RF_TYPE_F32 or RF_TYPE_F16 */
+    size_t layer_bytes; /* n_slots * kv_dim * element size: layer l starts at l * layer_bytes */
 
     /* Activations, backend memory, sized for n_batch tokens. */
     float *x, *h, *q, *k, *v, *attn, *gate, *up, *hsel, *logits;

@@ -29,14 +29,14 @@ void rf_forward(rf_context *c) {
     const rf_step *st = &c->step;
     int n = st->n_tokens, d = hp->n_embd;
     float eps = hp->rms_eps;
-    rf_attn_dims dims = {hp->n_head, hp->n_kv_head, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim)};
+    rf_attn_dims dims = {hp->n_head, hp->n_kv_head, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim), c->kv_type};
     rf_rope rope = {hp->rope_mode, hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs.data};
 
     op->embed(be, &m->tok_embd, st->tokens, n, c->x);
     for (int l = 0; l < hp->n_layer; l++) {
         const rf_layer *L = &m->layers[l];
-        float *k_cache = c->k_cache + l * c->layer_floats;
-        float *v_cache = c->v_cache + l * c->layer_floats;
+        void *k_cache = (char *)c->k_cache + l * c->layer_bytes;
+        void *v_cache = (char *)c->v_cache + l * c->layer_bytes;
 
         rf_mm_out qkv[3] = {{&L->wq, opt(&L->bq), c->q}, {&L->wk, opt(&L->bk), c->k}, {&L->wv, opt(&L->bv), c->v}};
         op->matmul(be, 3, qkv, c->x, n, &L->attn_norm, eps, false, c->h);

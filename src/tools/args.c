@@ -1,4 +1,5 @@
 #include "args.h"
+#include "rocmforge.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -75,6 +76,8 @@ static const opt opts[] = {
     O(NULL, "--n-head-kv", T_INT, n_head_kv),
     O(NULL, "--n-ff", T_INT, n_ff),
     O(NULL, "--n-vocab", T_INT, n_vocab),
+    O("-ctk", "--cache-type-k", T_STR, cache_type_k),
+    O("-ctv", "--cache-type-v", T_STR, cache_type_v),
 };
 
 static bool allowed_has(const char *allowed, const char *name) {
@@ -156,6 +159,29 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         case T_BOOL: break;
         }
     }
+    return 0;
+}
+
+static int kv_type_of(const char *flag, const char *v, int *kv) {
+    if (!strcmp(v, "f16")) *kv = RF_KV_F16;
+    else if (!strcmp(v, "f32")) *kv = RF_KV_F32;
+    else {
+        rf_fail("cache type '%s' for %s is not supported: use f16 or f32", v, flag);
+        return -1;
+    }
+    return 0;
+}
+
+int rf_args_kv_type(const rf_args *a, int *kv) {
+    int k = RF_KV_AUTO, v = RF_KV_AUTO;
+    if (a->cache_type_k && kv_type_of("-ctk", a->cache_type_k, &k)) return -1;
+    if (a->cache_type_v && kv_type_of("-ctv", a->cache_type_v, &v)) return -1;
+    if (k != RF_KV_AUTO && v != RF_KV_AUTO && k != v) {
+        rf_fail("-ctk %s and -ctv %s differ: the K and V caches must have the same type", a->cache_type_k,
+                a->cache_type_v);
+        return -1;
+    }
+    *kv = k != RF_KV_AUTO ? k : v;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 
 typedef struct {
     const char *model, *prompt, *file, *device, *logits_out, *out, *vocab, *arch, *type;
+    const char *cache_type_k, *cache_type_v; /* -ctk / -ctv as given, NULL when absent */
     int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench, depth;
     uint64_t seed;
     bool seed_set;
@@ -23,6 +24,10 @@ typedef struct {
  * stderr and returns -1. */
 int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first);
 void rf_args_defaults(rf_args *a);
+/* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16" or "f32"; one flag alone
+ * sets both, neither leaves RF_KV_AUTO (the device's choice). Another value, or K and V of
+ * different types, prints one error line and returns -1. */
+int rf_args_kv_type(const rf_args *a, int *kv);
 /* Reads -p or -f into a malloc'd string; NULL (error printed) if neither or unreadable. */
 char *rf_args_prompt_text(const rf_args *a, size_t *len);
 

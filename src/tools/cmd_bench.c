@@ -85,7 +85,9 @@ int cmd_bench(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
     a.n_predict = 128;
-    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -d -ngl --device", argc, argv, 2)) return 1;
+    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -d -ngl --device -ctk -ctv", argc, argv, 2)) return 1;
+    int kv;
+    if (rf_args_kv_type(&a, &kv)) return 1;
     int n_pp = 512;
     if (a.prompt) {
         char *end;
@@ -101,6 +103,7 @@ int cmd_bench(int argc, char **argv) {
     int depth = RF_MAX(a.depth, 0);
     cp.n_ctx = RF_MAX(n_pp, n_tg + depth) + 1;
     cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(n_pp, 1), 2048);
+    cp.kv_type = kv;
     rf_context *c = rf_context_new(m, &cp);
     if (!c) {
         rf_model_free(m);
@@ -135,10 +138,16 @@ int cmd_bench(int argc, char **argv) {
         const char *p = strstr(d, ", ");
         threads = p ? atoi(p + 2) : 1;
     }
-    printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params", "backend", "threads",
-           "test", "t/s");
-    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | "
-           "-------------------: |\n");
+    /* llama-bench shows type_k / type_v only when they differ from its default, f16; so does this
+     * table (the CPU's default cache is f32: its table gains the two columns) */
+    const char *kvn = rf_context_kv_type(c) == RF_KV_F16 ? "f16" : "f32";
+    const bool kv_cols = rf_context_kv_type(c) != RF_KV_F16;
+    printf("| %-30s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "backend", "threads");
+    if (kv_cols) printf(" %6s | %6s |", "type_k", "type_v");
+    printf(" %15s | %20s |\n", "test", "t/s");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: |");
+    if (kv_cols) printf(" -----: | -----: |");
+    printf(" --------------: | -------------------: |\n");
     fflush(stdout);
     int rc = 0;
     for (int which = 0; which < 2 && !rc; which++) {
@@ -162,8 +171,9 @@ int cmd_bench(int argc, char **argv) {
         if (which && depth) snprintf(test, sizeof test, "tg%d @ d%d", n, depth);
         else snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
         snprintf(val, sizeof val, "%.2f ± %.2f", mean, sd);
-        printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model_desc, size, params, backend, threads, test,
-               val);
+        printf("| %-30s | %10s | %10s | %-10s | %7d |", model_desc, size, params, backend, threads);
+        if (kv_cols) printf(" %6s | %6s |", kvn, kvn);
+        printf(" %15s | %21s |\n", test, val);
         fflush(stdout);
         free(ts);
     }

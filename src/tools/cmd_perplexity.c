@@ -14,9 +14,11 @@
 int cmd_perplexity(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
-    if (rf_args_parse(&a, "perplexity", "-m -p -f -c -b -t -ngl --device --logits-out --special --no-bos", argc,
+    if (rf_args_parse(&a, "perplexity", "-m -p -f -c -b -t -ngl --device --logits-out --special --no-bos -ctk -ctv", argc,
                       argv, 2))
         return 1;
+    int kv;
+    if (rf_args_kv_type(&a, &kv)) return 1;
     size_t len;
     char *text = rf_args_prompt_text(&a, &len);
     if (!text) return 1;
@@ -43,6 +45,7 @@ int cmd_perplexity(int argc, char **argv) {
     rf_context_params cp = rf_context_default_params();
     cp.n_ctx = a.n_ctx;
     cp.n_batch = a.n_batch;
+    cp.kv_type = kv;
     c = rf_context_new(m, &cp);
     if (!c) {
         rf_fail("%s", rf_error());

@@ -15,7 +15,7 @@
 
 static const char *RUN_FLAGS =
     "-m -p -f -n -c -t -s -b --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n "
-    "--frequency-penalty --presence-penalty -ngl --device --special --no-bos -v";
+    "--frequency-penalty --presence-penalty -ngl --device --special --no-bos -v -ctk -ctv";
 
 /* Decodes tokens[0..n) into sequence `seq` starting at position `pos0` in chunks of the batch
  * size, asking for the logits of the last token only. */
@@ -44,6 +44,8 @@ int cmd_run(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
     if (rf_args_parse(&a, "run", RUN_FLAGS, argc, argv, 2)) return 1;
+    int kv;
+    if (rf_args_kv_type(&a, &kv)) return 1;
     size_t len;
     char *text = rf_args_prompt_text(&a, &len);
     if (!text) return 1;
@@ -69,6 +71,7 @@ int cmd_run(int argc, char **argv) {
     rf_context_params cp = rf_context_default_params();
     cp.n_ctx = a.n_ctx;
     cp.n_batch = a.n_batch;
+    cp.kv_type = kv;
     c = rf_context_new(m, &cp);
     if (!c) {
         rf_fail("%s", rf_error());

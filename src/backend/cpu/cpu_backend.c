@@ -107,22 +107,23 @@ static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const f
 }
 
 static void op_rope_store_kv(rf_backend *be, const rf_step *step, const rf_rope *rope, const rf_attn_dims *d,
-                             float *q, float *k, const float *v, float *k_cache, float *v_cache) {
+                             float *q, float *k, const float *v, void *k_cache, void *v_cache) {
     cpu_rope(q, step->n_tokens, d->n_head, d->head_dim, step->pos, rope);
     cpu_rope(k, step->n_tokens, d->n_kv_head, d->head_dim, step->pos, rope);
     int kv_dim = d->n_kv_head * d->head_dim;
-    cpu_store_kv(k, v, step->n_tokens, kv_dim, step->slot, k_cache, v_cache);
-    if (impl_of(be)->mode == RF_CPU_GGML) /* llama.cpp keeps K/V in f16 */
+    cpu_store_kv(k, v, step->n_tokens, kv_dim, step->slot, k_cache, v_cache, d->kv_type);
+    if (impl_of(be)->mode == RF_CPU_GGML && d->kv_type == RF_TYPE_F32) /* llama.cpp keeps K/V in f16 */
         for (int t = 0; t < step->n_tokens; t++) {
-            cpu_round_like_ggml(RF_TYPE_F16, k_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
-            cpu_round_like_ggml(RF_TYPE_F16, v_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
+            cpu_round_like_ggml(RF_TYPE_F16, (float *)k_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
+            cpu_round_like_ggml(RF_TYPE_F16, (float *)v_cache + (int64_t)step->slot[t] * kv_dim, kv_dim);
         }
 }
 
 typedef struct {
     const rf_step *step;
     const rf_attn_dims *d;
-    const float *q, *k, *v;
+    const float *q;
+    const void *k, *v;
     float *out;
     bool ggml;
 } attn_job;
@@ -136,7 +137,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
 }
 
 static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims *d, const float *q,
-                         const float *k_cache, const float *v_cache, float *out) {
+                         const void *k_cache, const void *v_cache, float *out) {
     attn_job j = {step, d, q, k_cache, v_cache, out, impl_of(be)->mode == RF_CPU_GGML};
     rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
 }
@@ -151,9 +152,9 @@ static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int
     cpu_get_rows(x, rows, n_rows, dim, out);
 }
 
-static void op_copy_block(rf_backend *be, float *cache, size_t block_floats, int src, int dst) {
+static void op_copy_block(rf_backend *be, void *cache, size_t block_bytes, int src, int dst) {
     (void)be;
-    memcpy(cache + (size_t)dst * block_floats, cache + (size_t)src * block_floats, block_floats * sizeof(float));
+    memcpy((char *)cache + (size_t)dst * block_bytes, (char *)cache + (size_t)src * block_bytes, block_bytes);
 }
 
 static void op_sample(rf_backend *be, const float *logits, int n_vocab, const rf_sample_params *p,
@@ -176,6 +177,7 @@ static const rf_backend_ops cpu_ops = {
     .download = cpu_download,
     .sync = cpu_sync,
     .mem_free = cpu_mem_free,
+    .kv_type_default = RF_TYPE_F32, /* the exact reference */
     .embed = op_embed,
     .rmsnorm = op_rmsnorm,
     .matmul = op_matmul,

@@ -33,25 +33,29 @@ void cpu_matmul_ref_ggml(const rf_weight *w, const float *bias, const float *x, 
 
 /* rope_store_kv: see rf_rope (backend.h) for the rotation; applied to every head of q and k of
  * each token t at position pos[t]; then K/V rows are copied into the caches at slot[t].
- * Angles are computed as theta = pos * freq_scale * powf(base, -2i/n_rot) / factor, in f32. */
+ * Angles are computed as theta = pos * freq_scale * powf(base, -2i/n_rot) / factor, in f32.
+ * cpu_store_kv: k_cache, v_cache are [n_slots][kv_dim] of kv_type (backend.h's cache layout):
+ * RF_TYPE_F32 copies, RF_TYPE_F16 rounds to nearest even (rf_fp32_to_fp16: overflow to inf,
+ * NaN stays NaN), as the GPU's __float2half_rn. */
 void cpu_rope(float *x, int n_tokens, int n_heads, int head_dim, const int32_t *pos, const rf_rope *rope);
 void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, const int32_t *slot,
-                  float *k_cache, float *v_cache);
+                  void *k_cache, void *v_cache, uint32_t kv_type);
 
 /* attention: for token t, query head h, KV head g = h / (n_head/n_kv_head):
  *   s_p = scale * dot(q[t,h], K[p,g]) for p = 0..pos[t] of t's sequence (through the block table)
  *   out[t,h] = sum_p softmax(s)_p V[p,g]
- * Computed in one pass with an online softmax (running max and sum), so memory does not grow
- * with the context. Position pos[t] itself is always visible, so no row is empty.
- * Processes the (token, head) pairs r = t * n_head + h in [begin, end), so callers can split
- * the work across threads. */
-void cpu_attention(const rf_step *step, const rf_attn_dims *d, const float *q, const float *k_cache,
-                   const float *v_cache, float *out, int64_t begin, int64_t end);
+ * K and V are read from caches of d->kv_type (f16 elements widened exactly to f32); all
+ * arithmetic is f32. Computed in one pass with an online softmax (running max and sum), so
+ * memory does not grow with the context. Position pos[t] itself is always visible, so no row is
+ * empty. Processes the (token, head) pairs r = t * n_head + h in [begin, end), so callers can
+ * split the work across threads. */
+void cpu_attention(const rf_step *step, const rf_attn_dims *d, const float *q, const void *k_cache,
+                   const void *v_cache, float *out, int64_t begin, int64_t end);
 /* The same result computed as llama.cpp's CPU backend does (for "cpu-ggml"): q rounded to f16
  * before q.k, softmax normalised first and each probability rounded to f16 before weighting V
- * (K and V are stored f16-rounded by the caller). */
-void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float *q, const float *k_cache,
-                        const float *v_cache, float *out, int64_t begin, int64_t end);
+ * (K and V hold f16 values: an f16 cache, or an f32 one the caller rounded to f16). */
+void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float *q, const void *k_cache,
+                        const void *v_cache, float *out, int64_t begin, int64_t end);
 
 /* swiglu: out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]. */
 void cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);

@@ -1,4 +1,8 @@
 #include <math.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/util.h"
 
 #include "ops.h"
 
@@ -23,13 +27,19 @@ void cpu_rope(float *x, int n_tokens, int n_heads, int head_dim, const int32_t *
 }
 
 void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, const int32_t *slot,
-                  float *k_cache, float *v_cache) {
+                  void *k_cache, void *v_cache, uint32_t kv_type) {
     for (int t = 0; t < n_tokens; t++) {
-        float *kc = k_cache + (int64_t)slot[t] * kv_dim;
-        float *vc = v_cache + (int64_t)slot[t] * kv_dim;
-        for (int i = 0; i < kv_dim; i++) {
-            kc[i] = k[(int64_t)t * kv_dim + i];
-            vc[i] = v[(int64_t)t * kv_dim + i];
+        const float *kt = k + (int64_t)t * kv_dim, *vt = v + (int64_t)t * kv_dim;
+        int64_t row = (int64_t)slot[t] * kv_dim;
+        if (kv_type == RF_TYPE_F16) {
+            uint16_t *kc = (uint16_t *)k_cache + row, *vc = (uint16_t *)v_cache + row;
+            for (int i = 0; i < kv_dim; i++) {
+                kc[i] = rf_fp32_to_fp16(kt[i]);
+                vc[i] = rf_fp32_to_fp16(vt[i]);
+            }
+        } else {
+            memcpy((float *)k_cache + row, kt, sizeof(float) * (size_t)kv_dim);
+            memcpy((float *)v_cache + row, vt, sizeof(float) * (size_t)kv_dim);
         }
     }
 }

@@ -1,214 +1,392 @@
 /* attention.cu: attention over the paged KV cache (twin of cpu_attention).
  *
- * Common contract. q: [n_tokens][n_head * head_dim]; out: same shape; k_cache, v_cache:
- * [n_slots][n_kv_head * head_dim] f32. Token t, query head h reads KV head g = h / (n_head /
- * n_kv_head) at positions p = 0..pos[t] of its sequence, slot = block_table[seq_row[t] *
- * max_blocks + p / block_size] * block_size + p % block_size. pos, seq_row and block_table are
- * read from device memory (never from the host), so a captured graph replays with new data.
- * Only visible positions are read: cache slots past a sequence's end may hold anything.
+ * Common contract. q: [n_tokens][n_head * head_dim] f32; out: same shape; k_cache, v_cache:
+ * [n_slots][n_kv_head * head_dim] of float or __half (a.kv_type; backend.h's layout), widened to
+ * f32 on load. Token t, query head h reads KV head g = h / (n_head / n_kv_head) at positions p =
+ * 0..pos[t] of its sequence, slot = block_table[seq_row[t] * max_blocks + p / block_size] *
+ * block_size + p % block_size. pos, seq_row and block_table are read from device memory (never
+ * from the host), so a captured graph replays with new data. Only visible positions are read:
+ * cache slots past a sequence's end may hold anything.
  * out[t,h] = sum_p softmax_p(scale * q.k_p) v_p, with an online softmax (running max and sum),
  * so no score matrix is stored. head_dim <= RF_GPU_ATTN_MAX_HEAD_DIM. Results differ from the
- * CPU by summation order only (~1e-6 relative). NaN in a visible q/k/v makes the outputs that
- * depend on it NaN (as on the CPU). No alignment requirement. */
+ * CPU (which reads the same cached values) by summation order only (~1e-6 relative). NaN in a
+ * visible q/k/v makes the outputs that depend on it NaN (as on the CPU). No alignment
+ * requirement: 16-byte loads are used when the caches are 16-byte aligned and head_dim % 8 == 0,
+ * narrower ones otherwise. */
+#include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
-
-#define ATT_MAXJ (RF_GPU_ATTN_MAX_HEAD_DIM / 32)           /* head dims per lane, upper bound */
 
 static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_size, int p) {
     return (int64_t)bt[p / block_size] * block_size + p % block_size;
 }
 
-/* ---- decode: split-K (flash-decoding) ---------------------------------------------------------
- * attn_split_kernel: grid (n_tokens * n_head, n_split), blockDim DEC_THREADS (a multiple of every
- * warp size). Split s of token t takes the contiguous positions [s * per, min((s + 1) * per,
- * n_pos)), per = ceil(n_pos / n_split), with n_pos = pos[t] + 1 read from device memory: the
- * positions are always spread over all the splits, whatever context a graph was captured at. The
- * block walks its range in sub-chunks of DEC_SUB positions (their cache offsets first looked up
- * once into shared memory, so K and V loads need no dependent block-table read):
- *   1. scores: groups of DEC_GRP consecutive threads (a group never straddles a warp) take one
- *      position each, every thread a strided slice of the head dimension (float4 loads when VEC),
- *      the group's partial dots summed by xor-shuffles over 4, 2, 1 (valid for any warp size >= 8);
- *      scale * q.k goes to shared memory;
- *   2. a block max / sum updates the running (m, l) (the same in every thread);
- *   3. V: thread (dim slot, position group) accumulates w_p * v_p[dims] over its positions,
- *      rescaled by e^(m_old - m_new) per sub-chunk.
- * At the end the position groups are summed in shared memory and the block writes its partial
- * (m, l, acc[head_dim]) to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
- * Correct for any n_split >= 1 (the split count is only a speed choice). */
-#define DEC_THREADS 512
-#define DEC_SUB 256
-#define DEC_UNROLL 2
-#define DEC_GRP 8
-#define DEC_MAXQ (RF_GPU_ATTN_MAX_HEAD_DIM / DEC_GRP)
+/* One cache element as f32 (exact for both types). */
+static __device__ __forceinline__ float kv_ld1(const float *p) { return *p; }
+static __device__ __forceinline__ float kv_ld1(const __half *p) { return __half2float(*p); }
+#if RF_GPU_CUDA /* used by the tensor-core prefill only */
+/* Four consecutive elements; p aligned to 4 elements (16 bytes f32, 8 bytes f16). */
+static __device__ __forceinline__ float4 kv_ld4(const float *p) { return *(const float4 *)p; }
+static __device__ __forceinline__ float4 kv_ld4(const __half *p) {
+    const uint2 u = *(const uint2 *)p;
+    const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+#endif
+/* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32; p
+ * aligned to 16 bytes), widened by kv_cvt8 when used, so several loads can be in flight first. */
+template <typename T> struct kv_raw8;
+template <> struct kv_raw8<float> { float4 a, b; };
+template <> struct kv_raw8<__half> { uint4 u; };
+static __device__ __forceinline__ void kv_zero8(kv_raw8<float> &r) { r.a = r.b = make_float4(0.f, 0.f, 0.f, 0.f); }
+static __device__ __forceinline__ void kv_zero8(kv_raw8<__half> &r) { r.u = make_uint4(0u, 0u, 0u, 0u); }
+static __device__ __forceinline__ void kv_load8(kv_raw8<float> &r, const float *p) {
+    r.a = ((const float4 *)p)[0];
+    r.b = ((const float4 *)p)[1];
+}
+static __device__ __forceinline__ void kv_load8(kv_raw8<__half> &r, const __half *p) { r.u = *(const uint4 *)p; }
+static __device__ __forceinline__ void kv_cvt8(const kv_raw8<float> &r, float *x) {
+    x[0] = r.a.x; x[1] = r.a.y; x[2] = r.a.z; x[3] = r.a.w;
+    x[4] = r.b.x; x[5] = r.b.y; x[6] = r.b.z; x[7] = r.b.w;
+}
+static __device__ __forceinline__ void kv_cvt8(const kv_raw8<__half> &r, float *x) {
+    const uint32_t w[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
+        x[2 * i] = f.x;
+        x[2 * i + 1] = f.y;
+    }
+}
 
-template <bool VEC>
-static __global__ void __launch_bounds__(DEC_THREADS) attn_split_kernel(rf_gpu_attn_args a, float *part) {
-    __shared__ float sc[DEC_SUB];
-    __shared__ int64_t off_s[DEC_SUB]; /* slot * kv_dim of each position of the sub-chunk */
-    __shared__ float red[RF_MAX_WARPS];
-    __shared__ float accs[DEC_THREADS * 4];
-    const int tid = threadIdx.x, nt = blockDim.x;
-    const int th = blockIdx.x, t = th / a.n_head, h = th % a.n_head;
+#if RF_GPU_HIP
+#define ATT_SHFL_IDX(v, src) __shfl((v), (src))
+#else
+#define ATT_SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))
+#endif
+
+static int bad_kv_type(uint32_t t) { return t != RF_TYPE_F32 && t != RF_TYPE_F16; }
+static int invalid_value(void) {
+#if RF_GPU_HIP
+    return (int)hipErrorInvalidValue;
+#else
+    return (int)cudaErrorInvalidValue;
+#endif
+}
+
+/* ---- decode: split-K (flash-decoding) over GQA groups ---------------------------------------
+ * attn_dec_kernel<T, GB, VEC>: grid (n_tokens * n_kv_head * n_chunks, n_split), DEC_THREADS
+ * threads (a multiple of every warp size). Block (t, g, c, s) takes the query heads h0 = g * G +
+ * c * GB .. h0 + nh - 1 (G = n_head / n_kv_head, n_chunks = ceil(G / GB), nh = min(GB, G - c *
+ * GB)) of token t: every K/V row it loads serves all nh heads, so a GQA group's K/V is read once,
+ * not G times. Split s takes the contiguous positions [s * per, min((s + 1) * per, n_pos)), per =
+ * ceil(n_pos / n_split), n_pos = pos[t] + 1 read from device memory: positions are always spread
+ * over all the splits, whatever context a graph was captured at.
+ *
+ * Work layout. A row of head_dim elements is read by LP lanes (LP = the power of two >= head_dim
+ * / 8), 8 consecutive elements each: one 16-byte load per lane for f16 (VEC; two for f32),
+ * element-wise loads otherwise. A warp is warpSize / LP sub-groups, each one position at a time.
+ * Warp w takes the chunks of warpSize consecutive positions c0 = pb + w * warpSize, + NW *
+ * warpSize, ...; lane i looks up the slot of position c0 + i once (one block-table read per
+ * position) and the sub-groups fetch them by shuffle. Sub-group sg handles chunk positions
+ * (i + u) * PW + sg, U at a time with all their K and V loads issued before any is used (V does
+ * not depend on the scores), then: dots reduced over the LP lanes by xor-shuffles (offsets LP/2
+ * .. 1: valid for any warp size >= LP), one online-softmax update (running max m, sum l and
+ * acc[8 dims] per head) for the U positions. No barrier in the loop: every sub-group keeps its
+ * own state; at the end the sub-groups of a warp merge by xor-shuffles (offsets LP .. warpSize /
+ * 2), the warps through shared memory, and the block writes its partial (m, l, acc[head_dim]) per
+ * head to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
+ * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
+#define DEC_THREADS 128
+#define DEC_MAX_WARPS (DEC_THREADS / 32) /* the smallest warp size any target has is 32 */
+
+static size_t dec_smem(int hd, int gb) { return sizeof(float) * (size_t)DEC_MAX_WARPS * gb * (hd + 2); }
+
+/* Merges online-softmax state (mo, lo, ao) into (m, l, a): the sums rescaled to the larger max.
+ * An empty state (m = -inf, l = 0) contributes nothing; a NaN l or a stays NaN. */
+static __device__ __forceinline__ float dec_scale(float m, float M) { return m == -INFINITY ? 0.0f : expf(m - M); }
+
+template <typename T, int GB, bool VEC>
+static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part) {
+    constexpr int U = GB >= 8 ? 2 : 4;
+    extern __shared__ float dsm[];
+    const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
+    const int chunk = blockIdx.x % n_chunks, tg_ = blockIdx.x / n_chunks;
+    const int g = tg_ % a.n_kv_head, t = tg_ / a.n_kv_head;
+    const int h0 = g * G + chunk * GB, nh = min(GB, G - chunk * GB);
     const int s = blockIdx.y, n_split = gridDim.y;
-    const int hd = a.head_dim, g = h / (a.n_head / a.n_kv_head), kv_dim = a.n_kv_head * hd;
+    const int ws = warpSize, lane = threadIdx.x % ws, warp = threadIdx.x / ws, nw = blockDim.x / ws;
+    int LP = 1;
+    while (LP * 8 < hd) LP *= 2;
+    const int PW = ws / LP, sg = lane / LP, li = lane % LP, d0 = 8 * li;
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
     const int n_pos = a.pos[t] + 1;
     const int per = (n_pos + n_split - 1) / n_split;
     const int pb = s * per, pe = min(n_pos, pb + per);
-    const float *qh = a.q + ((int64_t)t * a.n_head + h) * hd;
-    const float *kbase = a.k_cache + (int64_t)g * hd, *vbase = a.v_cache + (int64_t)g * hd;
+    const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
+    const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
 
-    /* phase-1 layout: group gi = tid / DEC_GRP, member gl; member gl holds dims (VEC) 4*gl + 32*j
-     * .. +3, else gl + 8*j */
-    const int gl = tid % DEC_GRP, gi = tid / DEC_GRP, ngrp = nt / DEC_GRP;
-    float qv[DEC_MAXQ];
+    float qr[GB][8];
 #pragma unroll
-    for (int j = 0; j < DEC_MAXQ; j++) {
-        const int d = VEC ? 4 * gl + 32 * (j / 4) + (j % 4) : gl + DEC_GRP * j;
-        qv[j] = d < hd ? qh[d] : 0.0f;
+    for (int j = 0; j < GB; j++) {
+        const float *qh = a.q + ((int64_t)t * a.n_head + h0 + (j < nh ? j : 0)) * hd;
+#pragma unroll
+        for (int e = 0; e < 8; e++) qr[j][e] = j < nh && d0 + e < hd ? qh[d0 + e] : 0.0f;
     }
-    /* phase-3 layout: nd dim slots (4 dims each when VEC) x npg position groups */
-    const int nd = VEC ? hd / 4 : hd, npg = nt / nd;
-    const int ds = tid % nd, pg = tid / nd;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float m = -INFINITY, l = 0.0f;
+    float m[GB], l[GB], acc[GB][8];
+#pragma unroll
+    for (int j = 0; j < GB; j++) {
+        m[j] = -INFINITY;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
+    }
 
-    for (int c0 = pb; c0 < pe; c0 += DEC_SUB) {
-        const int n = min(DEC_SUB, pe - c0);
-        for (int j = tid; j < n; j += nt) off_s[j] = att_slot(bt, a.block_size, c0 + j) * kv_dim;
-        __syncthreads();
-        /* DEC_UNROLL positions per group per round, their loads issued together; the trip count is
-         * uniform over the block, so every lane reaches the shuffles */
-        for (int j0 = 0; j0 < n; j0 += DEC_UNROLL * ngrp) {
-            float dot[DEC_UNROLL];
+    for (int c0 = pb + warp * ws; c0 < pe; c0 += nw * ws) { /* warp-uniform */
+        const int nc = min(ws, pe - c0);
+        const int slot = lane < nc ? (int)att_slot(bt, a.block_size, c0 + lane) : 0;
+        for (int i0 = 0; i0 < LP && i0 * PW < nc; i0 += U) { /* warp-uniform */
+            bool ok[U];
+            kv_raw8<T> kr[U], vr[U]; /* VEC: the loads, all issued before any is used */
+            float kx[VEC ? 1 : U][8], vx[VEC ? 1 : U][8]; /* !VEC: element-wise loads */
 #pragma unroll
-            for (int u = 0; u < DEC_UNROLL; u++) {
-                const int j = j0 + u * ngrp + gi;
-                dot[u] = 0.0f;
-                if (j < n) {
-                    const float *kp = kbase + off_s[j];
-                    if (VEC) {
+            for (int u = 0; u < U; u++) {
+                const int j = (i0 + u) * PW + sg;
+                const int sl = ATT_SHFL_IDX(slot, j < ws ? j : 0);
+                ok[u] = i0 + u < LP && j < nc;
+                if (VEC) {
+                    kv_zero8(kr[u]);
+                    kv_zero8(vr[u]);
+                    if (ok[u] && d0 < hd) {
+                        kv_load8(kr[u], kbase + (int64_t)sl * kv_dim);
+                        kv_load8(vr[u], vbase + (int64_t)sl * kv_dim);
+                    }
+                } else {
 #pragma unroll
-                        for (int q4 = 0; q4 < DEC_MAXQ / 4; q4++) {
-                            const int d = 4 * gl + 32 * q4;
-                            if (d < hd) {
-                                const float4 k4 = *(const float4 *)(kp + d);
-                                dot[u] += qv[4 * q4] * k4.x + qv[4 * q4 + 1] * k4.y + qv[4 * q4 + 2] * k4.z +
-                                          qv[4 * q4 + 3] * k4.w;
-                            }
-                        }
-                    } else {
-#pragma unroll
-                        for (int jj = 0; jj < DEC_MAXQ; jj++) {
-                            const int d = gl + DEC_GRP * jj;
-                            if (d < hd) dot[u] += qv[jj] * kp[d];
-                        }
+                    for (int e = 0; e < 8; e++) {
+                        const bool in = ok[u] && d0 + e < hd;
+                        kx[VEC ? 0 : u][e] = in ? kv_ld1(kbase + (int64_t)sl * kv_dim + e) : 0.0f;
+                        vx[VEC ? 0 : u][e] = in ? kv_ld1(vbase + (int64_t)sl * kv_dim + e) : 0.0f;
                     }
                 }
             }
+            float sc[U][GB];
 #pragma unroll
-            for (int u = 0; u < DEC_UNROLL; u++) {
-                float d = dot[u];
-                d += RF_SHFL_XOR(d, 4);
-                d += RF_SHFL_XOR(d, 2);
-                d += RF_SHFL_XOR(d, 1);
-                const int j = j0 + u * ngrp + gi;
-                if (j < n && gl == 0) sc[j] = d * a.scale;
-            }
-        }
-        __syncthreads();
-        float mx = -INFINITY;
-        for (int j = tid; j < n; j += nt) mx = fmaxf(mx, sc[j]);
-        mx = rf_block_max(mx, red); /* a NaN score is skipped here but makes w, l and acc NaN below */
-        const float m_new = fmaxf(m, mx);
-        const float corr = expf(m - m_new); /* m = -inf: 0 */
-        float ps = 0.0f;
-        for (int j = tid; j < n; j += nt) {
-            const float w = expf(sc[j] - m_new);
-            sc[j] = w;
-            ps += w;
-        }
-        ps = rf_block_sum(ps, red); /* ends with a barrier: sc[] holds the weights */
-        l = l * corr + ps;
-        m = m_new;
-        if (pg < npg) {
+            for (int u = 0; u < U; u++) {
+                float k8[8];
 #pragma unroll
-            for (int e = 0; e < 4; e++) acc[e] *= corr;
-#pragma unroll 8
-            for (int j = pg; j < n; j += npg) {
-                const float w = sc[j];
-                const float *vp = vbase + off_s[j];
-                if (VEC) {
-                    const float4 v4 = *(const float4 *)(vp + 4 * ds);
-                    acc[0] += w * v4.x;
-                    acc[1] += w * v4.y;
-                    acc[2] += w * v4.z;
-                    acc[3] += w * v4.w;
-                } else {
-                    acc[0] += w * vp[ds];
+                for (int e = 0; e < 8; e++) k8[e] = kx[VEC ? 0 : u][e];
+                if (VEC) kv_cvt8(kr[u], k8);
+#pragma unroll
+                for (int j = 0; j < GB; j++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) d += qr[j][e] * k8[e];
+                    for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
+                    sc[u][j] = ok[u] ? d * a.scale : -INFINITY;
                 }
             }
-        }
-        __syncthreads(); /* sc[] and off_s[] are rewritten by the next sub-chunk */
-    }
-    float *dst = part + ((int64_t)th * n_split + s) * (hd + 2);
-    if (pg < npg) {
+            if (!ok[0]) continue; /* no position for this sub-group (no shuffles below) */
+            /* online softmax: new max over the U scores, weights w = e^(s - m), old sums rescaled */
 #pragma unroll
-        for (int e = 0; e < 4; e++) accs[tid * 4 + e] = acc[e];
+            for (int j = 0; j < GB; j++) {
+                float mx = m[j];
+#pragma unroll
+                for (int u = 0; u < U; u++) mx = fmaxf(mx, sc[u][j]);
+                /* mx = -inf only if every score is NaN: corr and w are then NaN, as on the CPU */
+                const float corr = expf(m[j] - mx);
+                float ps = 0.0f;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    sc[u][j] = ok[u] ? expf(sc[u][j] - mx) : 0.0f;
+                    ps += sc[u][j];
+                }
+                l[j] = l[j] * corr + ps;
+                m[j] = mx;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[j][e] *= corr;
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float v8[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++) v8[e] = vx[VEC ? 0 : u][e];
+                if (VEC) kv_cvt8(vr[u], v8);
+#pragma unroll
+                for (int j = 0; j < GB; j++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[j][e] += sc[u][j] * v8[e];
+            }
+        }
+    }
+    /* merge the sub-groups of the warp (every lane ends with the warp's state for its dims) */
+    for (int o = LP; o < ws; o <<= 1) {
+#pragma unroll
+        for (int j = 0; j < GB; j++) {
+            const float mo = RF_SHFL_XOR(m[j], o), lo = RF_SHFL_XOR(l[j], o);
+            const float M = fmaxf(m[j], mo);
+            const float ca = dec_scale(m[j], M), cb = dec_scale(mo, M);
+            l[j] = l[j] * ca + lo * cb;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float ao = RF_SHFL_XOR(acc[j][e], o);
+                acc[j][e] = acc[j][e] * ca + ao * cb;
+            }
+            m[j] = M;
+        }
+    }
+    /* the warps, through shared memory: [warp][head][2 + hd] = m, l, acc */
+    if (sg == 0) {
+#pragma unroll
+        for (int j = 0; j < GB; j++) {
+            float *w = dsm + ((int64_t)warp * GB + j) * (hd + 2);
+            if (li == 0) {
+                w[0] = m[j];
+                w[1] = l[j];
+            }
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (d0 + e < hd) w[2 + d0 + e] = acc[j][e];
+        }
     }
     __syncthreads();
-    for (int d = tid; d < hd; d += nt) {
-        const int slot = VEC ? d / 4 : d, e = VEC ? d % 4 : 0;
-        float v = 0.0f;
-        for (int i = 0; i < npg; i++) v += accs[(i * nd + slot) * 4 + e];
-        dst[2 + d] = l != 0.0f ? v : 0.0f;
-    }
-    if (tid == 0) {
-        dst[0] = l != 0.0f ? m : -INFINITY;
-        dst[1] = l;
+    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
+        const int j = i / hd, d = i % hd;
+        float M = -INFINITY;
+        for (int w = 0; w < nw; w++) M = fmaxf(M, dsm[((int64_t)w * GB + j) * (hd + 2)]);
+        float L = 0.0f, v = 0.0f;
+        for (int w = 0; w < nw; w++) {
+            const float *ww = dsm + ((int64_t)w * GB + j) * (hd + 2);
+            const float c = dec_scale(ww[0], M);
+            L += ww[1] * c;
+            v += ww[2 + d] * c;
+        }
+        float *dst = part + (((int64_t)t * a.n_head + h0 + j) * n_split + s) * (hd + 2);
+        dst[2 + d] = L != 0.0f ? v : 0.0f;
+        if (d == 0) {
+            dst[0] = L != 0.0f ? M : -INFINITY;
+            dst[1] = L;
+        }
     }
 }
 
 /* attn_combine_kernel: one block per (token, head): merges the n_split partials,
- * out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. Empty partials (l == 0)
- * are skipped; split 0 always holds position 0, so at least one partial is non-empty. */
+ * out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An empty partial (m =
+ * -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M is finite unless
+ * every score was NaN (then the output is NaN, as on the CPU). Dynamic shared memory: n_split
+ * floats (the weights e^(m_s - M), computed once per split). */
 static __global__ void attn_combine_kernel(const float *part, int n_split, int hd, float *out) {
+    extern __shared__ float wsm[];
     const int th = blockIdx.x;
     const float *p0 = part + (int64_t)th * n_split * (hd + 2);
-    float M = -INFINITY, L = 0.0f;
-    for (int s = 0; s < n_split; s++) M = p0[s * (hd + 2)] > M ? p0[s * (hd + 2)] : M;
-    for (int s = 0; s < n_split; s++) {
-        const float *ps = p0 + s * (hd + 2);
-        if (ps[1] != 0.0f) L += ps[1] * expf(ps[0] - M);
-    }
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, p0[(int64_t)s * (hd + 2)]);
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) wsm[s] = expf(p0[(int64_t)s * (hd + 2)] - M);
+    __syncthreads();
+    float L = 0.0f;
+    for (int s = 0; s < n_split; s++) L += p0[(int64_t)s * (hd + 2) + 1] * wsm[s];
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0.0f;
-        for (int s = 0; s < n_split; s++) {
-            const float *ps = p0 + s * (hd + 2);
-            if (ps[1] != 0.0f) v += ps[2 + d] * expf(ps[0] - M);
-        }
+        for (int s = 0; s < n_split; s++) v += p0[(int64_t)s * (hd + 2) + 2 + d] * wsm[s];
         out[(int64_t)th * hd + d] = v / L;
     }
 }
+
+/* Heads per block: all of a GQA group up to 8 (registers grow with it), larger groups in chunks. */
+static int dec_gb(int G) { return G >= 5 ? 8 : G >= 3 ? 4 : G; }
 
 extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split) {
     return (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
 }
 
+/* Blocks of attn_dec_kernel<T, GB, true> resident per multiprocessor (registers bound it: GB = 4
+ * takes ~170 registers a thread), from the occupancy calculator, once per instance. */
+template <typename T, int GB>
+static int dec_resident(int hd) {
+    static int cached[RF_GPU_ATTN_MAX_HEAD_DIM / 8 + 1];
+    const int key = (hd + 7) / 8;
+    if (!cached[key]) {
+        int n = 0;
+#if RF_GPU_HIP
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true>, DEC_THREADS,
+                                                         dec_smem(hd, GB)) != hipSuccess)
+            n = 0;
+#else
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true>, DEC_THREADS,
+                                                          dec_smem(hd, GB)) != cudaSuccess)
+            n = 0;
+#endif
+        gpuGetLastError();
+        cached[key] = n > 0 ? n : 2;
+    }
+    return cached[key];
+}
+
+template <typename T>
+static int dec_resident_t(int gb, int hd) {
+    switch (gb) {
+    case 1: return dec_resident<T, 1>(hd);
+    case 2: return dec_resident<T, 2>(hd);
+    case 4: return dec_resident<T, 4>(hd);
+    default: return dec_resident<T, 8>(hd);
+    }
+}
+
+extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
+                                         int n_pos, int n_sm) {
+    if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head || head_dim <= 0 ||
+        head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || bad_kv_type(kv_type))
+        return 1;
+    const int G = n_head / n_kv_head, gb = dec_gb(G);
+    const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
+    const int resident = kv_type == RF_TYPE_F16 ? dec_resident_t<__half>(gb, head_dim)
+                                                : dec_resident_t<float>(gb, head_dim);
+    /* two full waves of resident blocks (a whole number of waves: no tail of idle SMs), each
+     * split at least 64 positions, at most 256 splits */
+    int64_t n = 2 * (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
+    const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
+    if (n > by_pos) n = by_pos;
+    if (n > 256) n = 256;
+    return n < 1 ? 1 : (int)n;
+}
+
+template <typename T, int GB>
+static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *scratch, bool vec) {
+    const int G = a->n_head / a->n_kv_head, n_chunks = (G + GB - 1) / GB;
+    dim3 grid((unsigned)(a->n_tokens * a->n_kv_head * n_chunks), (unsigned)n_split);
+    const size_t smem = dec_smem(a->head_dim, GB);
+    if (vec)
+        attn_dec_kernel<T, GB, true><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+    else
+        attn_dec_kernel<T, GB, false><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+    return (int)gpuGetLastError();
+}
+
+template <typename T>
+static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *scratch, bool vec) {
+    switch (dec_gb(a->n_head / a->n_kv_head)) {
+    case 1: return dec_launch<T, 1>(st, a, n_split, scratch, vec);
+    case 2: return dec_launch<T, 2>(st, a, n_split, scratch, vec);
+    case 4: return dec_launch<T, 4>(st, a, n_split, scratch, vec);
+    default: return dec_launch<T, 8>(st, a, n_split, scratch, vec);
+    }
+}
+
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
     if (a->n_tokens <= 0) return 0;
+    if (bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+        a->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || a->head_dim <= 0)
+        return invalid_value();
     if (n_split < 1) n_split = 1;
-    dim3 grid((unsigned)(a->n_tokens * a->n_head), (unsigned)n_split);
-    const bool vec = a->head_dim % 4 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
-    if (vec)
-        attn_split_kernel<true><<<grid, DEC_THREADS, 0, (gpuStream_t)stream>>>(*a, scratch);
-    else
-        attn_split_kernel<false><<<grid, DEC_THREADS, 0, (gpuStream_t)stream>>>(*a, scratch);
-    int rc = (int)gpuGetLastError();
+    if (n_split > 65535) n_split = 65535;
+    gpuStream_t st = (gpuStream_t)stream;
+    const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
+    int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, scratch, vec)
+                                       : dec_launch_t<float>(st, a, n_split, scratch, vec);
     if (rc) return rc;
-    attn_combine_kernel<<<a->n_tokens * a->n_head, 128, 0, (gpuStream_t)stream>>>(scratch, n_split, a->head_dim,
-                                                                                   a->out);
+    attn_combine_kernel<<<a->n_tokens * a->n_head, 128, sizeof(float) * (size_t)n_split, st>>>(scratch, n_split,
+                                                                                                 a->head_dim, a->out);
     return (int)gpuGetLastError();
 }
 
@@ -231,6 +409,7 @@ static size_t attn_tile_smem(int hd) {
            sizeof(int) * 3 * ATT_BQ;
 }
 
+template <typename T>
 static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_attn_args a) {
     extern __shared__ float sm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, q_dim = a.n_head * hd;
@@ -280,8 +459,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_at
                 const int j = i / hd, d = i % hd, p = p0 + j;
                 if (p <= maxp) {
                     const int64_t off = att_slot(bt, a.block_size, p) * kv_dim + (int64_t)g * hd + d;
-                    k_s[j * (hd + 1) + d] = a.k_cache[off];
-                    v_s[j * hd + d] = a.v_cache[off];
+                    k_s[j * (hd + 1) + d] = kv_ld1((const T *)a.k_cache + off);
+                    v_s[j * hd + d] = kv_ld1((const T *)a.v_cache + off);
                 }
             }
             if (threadIdx.x < ATT_BQ) {
@@ -356,8 +535,9 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_at
  * with G = n_head / n_kv_head heads per group, row r is token t0 + r / G, head g * G + r % G, for
  * r < TB * G, TB = 64 / G (G <= 64): the K/V tiles of group g are loaded once for all its heads.
  * Warp w owns rows 16w..16w+15. For each distinct sequence among the block's rows, K/V tiles of
- * FA_BC = 64 positions (0 .. the rows' largest position) are converted f32 -> f16 into shared
- * memory (K as [pos][dim], V transposed [dim][pos]; positions past that largest one are zeroed);
+ * FA_BC = 64 positions (0 .. the rows' largest position) are loaded into shared memory as f16 (an
+ * f16 cache as stored, an f32 one rounded) (K as [pos][dim], V transposed [dim][pos]; positions
+ * past that largest one are zeroed);
  * S = Q K^T and O += P V run on mma.sync m16n8k16 (f16 operands, f32 accumulation), with a
  * per-row online softmax in base 2 (scale * log2 e folded in) in registers. A row sees position p
  * iff it belongs to the tile's sequence and p <= its pos (mask applied by selection, so K values
@@ -388,7 +568,7 @@ static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint3
 }
 static __device__ __forceinline__ uint32_t fa_ld32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
 
-template <int HD>
+template <int HD, typename T>
 static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a) {
     constexpr int KS = HD + 8;    /* k_s row stride (halves): fragment reads conflict-free */
     constexpr int VS = FA_BC + 2; /* vt_s row stride (halves): an odd number of words */
@@ -448,7 +628,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
             for (int i = tid; i < FA_BC * HD / 4; i += blockDim.x) {
                 const int j = i / (HD / 4), d = (i % (HD / 4)) * 4, p = p0 + j;
                 float4 kv = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (p <= maxp) kv = *(const float4 *)(a.k_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
+                if (p <= maxp) kv = kv_ld4((const T *)a.k_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
                 uint2 u;
                 u.x = fa_pack(kv.x, kv.y);
                 u.y = fa_pack(kv.z, kv.w);
@@ -457,9 +637,9 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
             for (int i = tid; i < (FA_BC / 2) * (HD / 4); i += blockDim.x) {
                 const int jp = i % (FA_BC / 2), d = (i / (FA_BC / 2)) * 4, p = p0 + 2 * jp;
                 float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
-                if (p <= maxp) va = *(const float4 *)(a.v_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
+                if (p <= maxp) va = kv_ld4((const T *)a.v_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
                 if (p + 1 <= maxp)
-                    vb = *(const float4 *)(a.v_cache + att_slot(bt, a.block_size, p + 1) * kv_dim + g * HD + d);
+                    vb = kv_ld4((const T *)a.v_cache + att_slot(bt, a.block_size, p + 1) * kv_dim + g * HD + d);
                 __half *dst = vt_s + d * VS + 2 * jp;
                 *reinterpret_cast<uint32_t *>(dst) = fa_pack(va.x, vb.x);
                 *reinterpret_cast<uint32_t *>(dst + VS) = fa_pack(va.y, vb.y);
@@ -574,8 +754,8 @@ extern "C" int rf_gpu_attention_prefill_tc(int enable, int head_dim) {
     return attn_tc_usable(head_dim);
 }
 
-extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a) {
-    if (a->n_tokens <= 0) return 0;
+template <typename T>
+static int prefill_launch(gpuStream_t st, const rf_gpu_attn_args *a) {
 #if RF_GPU_CUDA
     const int G = a->n_kv_head > 0 ? a->n_head / a->n_kv_head : 0;
     const bool aligned = (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0) &&
@@ -584,18 +764,25 @@ extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a)
         const int TB = FA_BR / G;
         dim3 grid((unsigned)((a->n_tokens + TB - 1) / TB), (unsigned)a->n_kv_head);
         if (a->head_dim == 64)
-            attn_mma_kernel<64><<<grid, 128, 0, (gpuStream_t)stream>>>(*a);
+            attn_mma_kernel<64, T><<<grid, 128, 0, st>>>(*a);
         else
-            attn_mma_kernel<128><<<grid, 128, 0, (gpuStream_t)stream>>>(*a);
+            attn_mma_kernel<128, T><<<grid, 128, 0, st>>>(*a);
         return (int)gpuGetLastError();
     }
 #endif
     const size_t smem = attn_tile_smem(a->head_dim);
     if (smem > 48 * 1024) {
-        int rc = (int)gpuFuncSetMaxDynSmem(attn_tile_kernel, smem);
+        int rc = (int)gpuFuncSetMaxDynSmem(attn_tile_kernel<T>, smem);
         if (rc) return rc;
     }
     dim3 grid((unsigned)((a->n_tokens + ATT_BQ - 1) / ATT_BQ), (unsigned)a->n_head);
-    attn_tile_kernel<<<grid, ATT_THREADS, smem, (gpuStream_t)stream>>>(*a);
+    attn_tile_kernel<T><<<grid, ATT_THREADS, smem, st>>>(*a);
     return (int)gpuGetLastError();
+}
+
+extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a) {
+    if (a->n_tokens <= 0) return 0;
+    if (bad_kv_type(a->kv_type)) return invalid_value();
+    return a->kv_type == RF_TYPE_F16 ? prefill_launch<__half>((gpuStream_t)stream, a)
+                                     : prefill_launch<float>((gpuStream_t)stream, a);
 }

@@ -250,38 +250,49 @@ static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const f
 }
 
 static void op_rope_store_kv(rf_backend *be, const rf_step *st, const rf_rope *rope, const rf_attn_dims *d, float *q,
-                             float *k, const float *v, float *k_cache, float *v_cache) {
+                             float *k, const float *v, void *k_cache, void *v_cache) {
     gpu_impl *g = G(be);
     check_launch(g, "rope_store_kv",
                  rf_gpu_rope_store_kv(g->stream, st->n_tokens, st->pos, st->slot, rope, d->n_head, d->n_kv_head,
-                                      d->head_dim, q, k, v, k_cache, v_cache));
+                                      d->head_dim, q, k, v, k_cache, v_cache, d->kv_type));
 }
 
-static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const float *q, const float *k_cache,
-                         const float *v_cache, float *out) {
+static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const float *q, const void *k_cache,
+                         const void *v_cache, float *out) {
     gpu_impl *g = G(be);
     if (d->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || d->n_kv_head <= 0 || d->n_head % d->n_kv_head) {
         record(g, "attention: head_dim %d / heads %d / kv heads %d not supported on the GPU (head_dim <= %d)",
                d->head_dim, d->n_head, d->n_kv_head, RF_GPU_ATTN_MAX_HEAD_DIM);
         return;
     }
-    rf_gpu_attn_args a = {st->n_tokens, d->n_head, d->n_kv_head, d->head_dim, d->scale, st->block_size,
-                          st->max_blocks, st->pos, st->seq_row, st->block_table, q, k_cache, v_cache, out};
+    rf_gpu_attn_args a = {st->n_tokens, d->n_head,      d->n_kv_head,   d->head_dim, d->scale,
+                          st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
+                          q,              k_cache,        v_cache,        d->kv_type,  out};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
-        /* splits: enough to cover the longest context in 256-position chunks (max_pos is only a
-         * hint: the kernel is correct for any split count) */
-        /* Splits: enough blocks to fill the GPU at any context (the kernel gives each split a
-         * contiguous share of the positions it reads on the device, and a split with none exits),
-         * so the count does not depend on max_pos and a graph captured at a short context stays
-         * fast at a long one. About 4 blocks per SM, 4..64 splits. */
-        int n_split = g->attn_split > 0 ? g->attn_split : 4 * g->n_sm / (st->n_tokens * d->n_head);
-        if (n_split < 4) n_split = 4;
-        if (n_split > 64) n_split = 64;
-        while (n_split > 1 && ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
-                                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split)))
-            n_split /= 2;
+        /* Splits: enough blocks to fill the GPU, each split at least 64 positions of the longest
+         * context (max_pos is only a hint: the kernel spreads the positions it reads on the device
+         * over the splits and is correct for any count; a graph is captured per 256-position
+         * bucket, so the count fits the context it replays at). */
+        int n_split = g->attn_split > 0 ? g->attn_split
+                                        : rf_gpu_attn_decode_splits(st->n_tokens, d->n_head, d->n_kv_head,
+                                                                    d->head_dim, d->kv_type, st->max_pos + 1, g->n_sm);
+        /* The scratch is sized on first use for the most splits any decode batch (1..8 tokens)
+         * can get at any context: a captured graph keeps the scratch pointer, so the buffer must
+         * not be reallocated when a later step at a longer context asks for more splits. */
+        size_t need = rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split);
+        for (int nt = 1; nt <= 8 && g->attn_split <= 0; nt++) {
+            size_t most = rf_gpu_attn_decode_scratch(
+                nt, d->n_head, d->head_dim,
+                rf_gpu_attn_decode_splits(nt, d->n_head, d->n_kv_head, d->head_dim, d->kv_type, 1 << 30, g->n_sm));
+            if (most > need) need = most;
+        }
+        if (ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes, need))
+            while (n_split > 1 && ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
+                                                 rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim,
+                                                                            n_split)))
+                n_split /= 2;
         if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
             check_launch(g, "attention (decode)", rf_gpu_attention_decode(g->stream, &a, n_split, g->attn_scratch));
@@ -301,9 +312,12 @@ static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int
     check_launch(g, "get_rows", rf_gpu_get_rows(g->stream, x, rows, n_rows, dim, out));
 }
 
-static void op_copy_block(rf_backend *be, float *cache, size_t block_floats, int src, int dst) {
+static void op_copy_block(rf_backend *be, void *cache, size_t block_bytes, int src, int dst) {
     gpu_impl *g = G(be);
-    check_launch(g, "copy_block", rf_gpu_copy_block(g->stream, cache, block_floats, src, dst));
+    if (!block_bytes || src == dst) return;
+    check_launch(g, "copy_block",
+                 (int)gpuMemcpyAsync((char *)cache + (size_t)dst * block_bytes, (char *)cache + (size_t)src * block_bytes,
+                                     block_bytes, gpuMemcpyDeviceToDevice, g->stream));
 }
 
 static void op_sample(rf_backend *be, const float *logits, int n_vocab, const rf_sample_params *p,
@@ -392,6 +406,7 @@ static const rf_backend_ops gpu_ops = {
     .download = gpu_download,
     .sync = gpu_sync,
     .mem_free = gpu_mem_free,
+    .kv_type_default = RF_TYPE_F16, /* half the bytes per decode step, as llama.cpp */
     .embed = op_embed,
     .rmsnorm = op_rmsnorm,
     .matmul = op_matmul,

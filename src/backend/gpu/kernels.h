@@ -30,25 +30,36 @@ int rf_gpu_rmsnorm(void *stream, float *x, const float *residual, const float *w
                    float eps, float *out);
 
 /* rope.cu: rotates q and k of each token (rf_rope), then stores k and v rows at slot[t] of the
- * caches (k_cache / v_cache may be NULL: rotate only). */
+ * caches (k_cache / v_cache may be NULL: rotate only), elements of kv_type (RF_TYPE_F32 or
+ * RF_TYPE_F16, rounded to nearest even; any other type: invalid-value error, nothing launched). */
 int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot, const rf_rope *rope,
                          int n_head, int n_kv_head, int head_dim, float *q, float *k, const float *v,
-                         float *k_cache, float *v_cache);
+                         void *k_cache, void *v_cache, uint32_t kv_type);
 
 /* attention.cu */
+/* k_cache / v_cache: one layer, [n_slots][n_kv_head * head_dim] elements of kv_type
+ * (RF_TYPE_F32 or RF_TYPE_F16; backend.h's layout). The launchers return an invalid-value error
+ * for another type. */
 typedef struct {
     int n_tokens, n_head, n_kv_head, head_dim;
     float scale;
     int block_size, max_blocks;
     const int32_t *pos, *seq_row, *block_table;
-    const float *q, *k_cache, *v_cache;
+    const float *q;
+    const void *k_cache, *v_cache;
+    uint32_t kv_type;
     float *out;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
-/* Decode-style (split-K, flash-decoding): n_split partial passes per (token, head), combined by a
- * second kernel; scratch holds rf_gpu_attn_decode_scratch(...) bytes. Correct for any batch. */
+/* Decode-style (split-K, flash-decoding): n_split partial passes per (token, GQA group of heads),
+ * combined by a second kernel; scratch holds rf_gpu_attn_decode_scratch(...) bytes. Correct for
+ * any batch and any n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
+ * (n_sm multiprocessors) for this shape and cache type at a context of about n_pos positions (a
+ * speed choice; at most 256). */
 size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);
+int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos,
+                              int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
 int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);

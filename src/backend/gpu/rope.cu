@@ -1,13 +1,16 @@
 /* rope.cu: rotary position embedding fused with storing K/V into the paged cache
  * (twin of cpu_rope + cpu_store_kv). */
+#include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
 
 /* rope_store_kv_kernel: grid (n_tokens, ceil((n_head + n_kv_head) / ROPE_HPB)); block (t, y)
  * takes heads y * ROPE_HPB .. (+ROPE_HPB) of token t, counting q heads first, then k heads.
  *   q: [n_tokens][n_head * head_dim], k: [n_tokens][n_kv_head * head_dim], rotated in place;
- *   v: [n_tokens][n_kv_head * head_dim]; k_cache, v_cache: [n_slots][n_kv_head * head_dim],
- *   row slot[t] receives token t's rotated k and its v (skipped when k_cache is NULL).
+ *   v: [n_tokens][n_kv_head * head_dim]; k_cache, v_cache: [n_slots][n_kv_head * head_dim] of
+ *   T (float, or __half written with __float2half_rn: round to nearest even, overflow to inf, NaN
+ *   stays NaN, as the CPU's rf_fp32_to_fp16), row slot[t] receives token t's rotated k and its v
+ *   (skipped when k_cache is NULL).
  * Pair i (< n_rot/2) of every head is rotated by theta = pos[t] * freq_scale * base^(-2i/n_rot)
  * / freq_factors[i]: NORMAL pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2); dims >= n_rot pass
  * through. base^(-2i/n_rot) and sin/cos are evaluated in f64 and rounded to f32 (the CPU's
@@ -21,18 +24,22 @@
  * n_rot <= 2 * ROPE_MAX_HALF. */
 #define ROPE_HPB 8
 #define ROPE_MAX_HALF 256
+static __device__ __forceinline__ void kv_put(float *p, float x) { *p = x; }
+static __device__ __forceinline__ void kv_put(__half *p, float x) { *p = __float2half_rn(x); }
+
+template <typename T>
 static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *slot, int mode, int n_rot, float base,
                                             float freq_scale, const float *freq_factors, int n_head, int n_kv_head,
-                                            int head_dim, float *q, float *k, const float *v, float *k_cache,
-                                            float *v_cache) {
+                                            int head_dim, float *q, float *k, const float *v, T *k_cache,
+                                            T *v_cache) {
     __shared__ float cs_s[ROPE_MAX_HALF], sn_s[ROPE_MAX_HALF];
     const int t = blockIdx.x;
     const int half = n_rot / 2;
     const float p = (float)pos[t];
     const int h_lo = blockIdx.y * ROPE_HPB, h_hi = min(h_lo + ROPE_HPB, n_head + n_kv_head);
     const int kv_dim = n_kv_head * head_dim;
-    float *kc = k_cache ? k_cache + (int64_t)slot[t] * kv_dim : NULL;
-    float *vc = v_cache ? v_cache + (int64_t)slot[t] * kv_dim : NULL;
+    T *kc = k_cache ? k_cache + (int64_t)slot[t] * kv_dim : NULL;
+    T *vc = v_cache ? v_cache + (int64_t)slot[t] * kv_dim : NULL;
     float *qt = q + (int64_t)t * n_head * head_dim;
     float *kt = k + (int64_t)t * kv_dim;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -57,26 +64,26 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
         vec[a] = y0;
         vec[b] = y1;
         if (is_k && kc) {
-            float *kd = kc + (int64_t)(hh - n_head) * head_dim;
-            kd[a] = y0;
-            kd[b] = y1;
+            T *kd = kc + (int64_t)(hh - n_head) * head_dim;
+            kv_put(kd + a, y0);
+            kv_put(kd + b, y1);
         }
     }
     /* dims not rotated (>= n_rot) of this block's k heads, and their v, go to the cache as they are */
     const int k_lo = max(h_lo, n_head) - n_head, k_hi = h_hi - n_head;
     if (kc && k_hi > k_lo) {
         for (int idx = k_lo * head_dim + threadIdx.x; idx < k_hi * head_dim; idx += blockDim.x) {
-            if (idx % head_dim >= 2 * half) kc[idx] = kt[idx];
-            vc[idx] = v[(int64_t)t * kv_dim + idx];
+            if (idx % head_dim >= 2 * half) kv_put(kc + idx, kt[idx]);
+            kv_put(vc + idx, v[(int64_t)t * kv_dim + idx]);
         }
     }
 }
 
 extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot,
                                     const rf_rope *rope, int n_head, int n_kv_head, int head_dim, float *q, float *k,
-                                    const float *v, float *k_cache, float *v_cache) {
+                                    const float *v, void *k_cache, void *v_cache, uint32_t kv_type) {
     if (n_tokens <= 0) return 0;
-    if (rope->n_rot / 2 > ROPE_MAX_HALF) {
+    if (rope->n_rot / 2 > ROPE_MAX_HALF || (kv_type != RF_TYPE_F32 && kv_type != RF_TYPE_F16)) {
 #if RF_GPU_HIP
         return (int)hipErrorInvalidValue;
 #else
@@ -84,8 +91,13 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
 #endif
     }
     dim3 grid((unsigned)n_tokens, (unsigned)((n_head + n_kv_head + ROPE_HPB - 1) / ROPE_HPB));
-    rope_store_kv_kernel<<<grid, 256, 0, (gpuStream_t)stream>>>(
-        pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
-        head_dim, q, k, v, k_cache, v_cache);
+    if (kv_type == RF_TYPE_F16)
+        rope_store_kv_kernel<__half><<<grid, 256, 0, (gpuStream_t)stream>>>(
+            pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
+            head_dim, q, k, v, (__half *)k_cache, (__half *)v_cache);
+    else
+        rope_store_kv_kernel<float><<<grid, 256, 0, (gpuStream_t)stream>>>(
+            pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
+            head_dim, q, k, v, (float *)k_cache, (float *)v_cache);
     return (int)gpuGetLastError();
 }
