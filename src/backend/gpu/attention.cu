@@ -175,9 +175,11 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 float k8[8];
+                if (VEC)
+                    kv_cvt8(kr[u], k8);
+                else
 #pragma unroll
-                for (int e = 0; e < 8; e++) k8[e] = kx[VEC ? 0 : u][e];
-                if (VEC) kv_cvt8(kr[u], k8);
+                    for (int e = 0; e < 8; e++) k8[e] = kx[VEC ? 0 : u][e];
 #pragma unroll
                 for (int j = 0; j < GB; j++) {
                     float d = 0.0f;
@@ -210,9 +212,11 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 float v8[8];
+                if (VEC)
+                    kv_cvt8(vr[u], v8);
+                else
 #pragma unroll
-                for (int e = 0; e < 8; e++) v8[e] = vx[VEC ? 0 : u][e];
-                if (VEC) kv_cvt8(vr[u], v8);
+                    for (int e = 0; e < 8; e++) v8[e] = vx[VEC ? 0 : u][e];
 #pragma unroll
                 for (int j = 0; j < GB; j++)
 #pragma unroll
@@ -379,7 +383,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
         a->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || a->head_dim <= 0)
         return invalid_value();
     if (n_split < 1) n_split = 1;
-    if (n_split > 65535) n_split = 65535;
+    if (n_split > 4096) n_split = 4096; /* the combine kernel keeps n_split weights in shared memory */
     gpuStream_t st = (gpuStream_t)stream;
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
     int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, scratch, vec)
