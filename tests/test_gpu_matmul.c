@@ -273,7 +273,9 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
         const int n = NSF[ni];
         for (int path = 0; path <= (n > RF_GPU_MATVEC_MAX_N && env->has_cublas); path++) {
             rf_gpu_mm_force_tiled(env->ctx, path);
-            const int64_t jn = test_randint(0, (int)n_in - 1), ji = test_randint(0, (int)n_in - 1);
+            /* with n = 1 both land in one column: distinct elements, or the inf would replace the NaN */
+            const int64_t jn = test_randint(0, (int)n_in - 1);
+            const int64_t ji = n == 1 ? (jn + test_randint(1, (int)n_in - 1)) % n_in : test_randint(0, (int)n_in - 1);
             float *xn = malloc(sizeof(float) * (size_t)(n * n_in));
             memcpy(xn, x, sizeof(float) * (size_t)(n * n_in));
             xn[jn] = NAN;
