@@ -556,6 +556,14 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         const double mb = 2.0 * ctxs[ci] * kvd * es / 1e6;
         printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, tn,
                ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
+        /* the split count's effect at long contexts: half and twice the automatic count */
+        const int auto_split = c.n_split;
+        for (int v = 0; v < 2 && ctxs[ci] >= 8192; v++) {
+            c.n_split = v ? RF_MIN(256, 2 * auto_split) : RF_MAX(1, auto_split / 2);
+            us = bench_graph(b_decode, &c, 50);
+            printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name,
+                   tn, ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
+        }
         dfree(dpos);
         dfree(dseq);
     }

@@ -143,9 +143,13 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
     }
 
+    /* the next chunk's slots are looked up while this chunk's K/V are read (the block-table read
+     * is a dependent load: without this it would add one memory latency per chunk) */
+    int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
     for (int c0 = pb + warp * ws; c0 < pe; c0 += nw * ws) { /* warp-uniform */
         const int nc = min(ws, pe - c0);
-        const int slot = lane < nc ? (int)att_slot(bt, a.block_size, c0 + lane) : 0;
+        const int slot = slot_next, cn = c0 + nw * ws + lane;
+        slot_next = cn < pe ? (int)att_slot(bt, a.block_size, cn) : 0;
         for (int i0 = 0; i0 < LP && i0 * PW < nc; i0 += U) { /* warp-uniform */
             bool ok[U];
             kv_raw8<T> kr[U], vr[U]; /* VEC: the loads, all issued before any is used */
@@ -275,25 +279,39 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     }
 }
 
-/* attn_combine_kernel: one block per (token, head): merges the n_split partials,
- * out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An empty partial (m =
- * -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M is finite unless
- * every score was NaN (then the output is NaN, as on the CPU). Dynamic shared memory: n_split
- * floats (the weights e^(m_s - M), computed once per split). */
+/* attn_combine_kernel: one block per (token, head), blockDim a multiple of the warp size: merges
+ * the n_split partials, out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An
+ * empty partial (m = -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M
+ * is finite unless every score was NaN (then the output is NaN, as on the CPU). The weights are
+ * computed once per split into shared memory (n_split floats, dynamic); each output dimension
+ * then sums its column with four independent accumulators (loads in flight, not one at a time). */
 static __global__ void attn_combine_kernel(const float *part, int n_split, int hd, float *out) {
     extern __shared__ float wsm[];
-    const int th = blockIdx.x;
-    const float *p0 = part + (int64_t)th * n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, p0[(int64_t)s * (hd + 2)]);
-    for (int s = threadIdx.x; s < n_split; s += blockDim.x) wsm[s] = expf(p0[(int64_t)s * (hd + 2)] - M);
-    __syncthreads();
-    float L = 0.0f;
-    for (int s = 0; s < n_split; s++) L += p0[(int64_t)s * (hd + 2) + 1] * wsm[s];
+    __shared__ float red[RF_MAX_WARPS];
+    const int th = blockIdx.x, stride = hd + 2;
+    const float *p0 = part + (int64_t)th * n_split * stride;
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) mx = fmaxf(mx, p0[(int64_t)s * stride]);
+    const float M = rf_block_max(mx, red);
+    float ls = 0.0f;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) {
+        const float w = expf(p0[(int64_t)s * stride] - M);
+        wsm[s] = w;
+        ls += p0[(int64_t)s * stride + 1] * w;
+    }
+    const float L = rf_block_sum(ls, red); /* ends with a barrier: wsm[] is complete */
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float v = 0.0f;
-        for (int s = 0; s < n_split; s++) v += p0[(int64_t)s * (hd + 2) + 2 + d] * wsm[s];
-        out[(int64_t)th * hd + d] = v / L;
+        const float *col = p0 + 2 + d;
+        float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
+        int s = 0;
+        for (; s + 4 <= n_split; s += 4) {
+            v0 += col[(int64_t)s * stride] * wsm[s];
+            v1 += col[(int64_t)(s + 1) * stride] * wsm[s + 1];
+            v2 += col[(int64_t)(s + 2) * stride] * wsm[s + 2];
+            v3 += col[(int64_t)(s + 3) * stride] * wsm[s + 3];
+        }
+        for (; s < n_split; s++) v0 += col[(int64_t)s * stride] * wsm[s];
+        out[(int64_t)th * hd + d] = ((v0 + v1) + (v2 + v3)) / L;
     }
 }
 
