@@ -32,8 +32,10 @@
 #define GT 8      /* tokens per int8 micro-kernel pass */
 #define GTF 16    /* tokens per f32 micro-kernel pass */
 #define KCQ 1024  /* K elements per packed int8 chunk (multiple of 256) */
-#ifndef KCF
-#define KCF 256   /* K elements per packed f32 chunk (-DKCF= for experiments) */
+#ifndef KCF       /* K elements per packed f32 chunk (-DKCF= for experiments): 512 over 256 was
+                   * +3% F16 pp64 single-thread (PERF-CPU.md section 9); fewer chunks, fewer y
+                   * round trips and pack calls, although the 64 KiB chunk no longer fits L1 */
+#define KCF 512
 #endif
 
 static void *gscratch(int i, size_t n) { return rf_thread_scratch(i, n); }
