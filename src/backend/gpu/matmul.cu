@@ -1057,37 +1057,48 @@ struct VQ8_0 {
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
-/* Q4_K unit u (0..7): j = u / 2, h = u % 2: qs bytes [32j + 16h, +16): low nibbles = elements
- * 16h.. of sub-block 2j, high nibbles = the same of sub-block 2j + 1. The min terms of both
- * sub-blocks (-dmin * m * sum(xin) over the whole sub-block) are added by the h == 0 unit. */
+/* Scales and mins of Q4_K / Q5_K sub-blocks 2j and 2j + 1 (j = 0..3) from the 12 scale bytes
+ * (words s[0..2]), without branches: sub-blocks 0..3 keep 6 bits in bytes 0..3 (scale) and 4..7
+ * (min); 4..7 take 4 bits from bytes 8..11 and their top 2 bits from bits 6..7 of bytes 0..7. */
+HD void k4_sm_pair(const uint32_t *s, int j, float *sc0, float *m0, float *sc1, float *m1) {
+    const int sh = 16 * (j & 1);
+    const uint32_t b0 = s[0] >> sh, b1 = s[1] >> sh, b2 = s[2] >> sh;
+    const bool hi = j >= 2;
+    const uint32_t a0 = hi ? ((b2 & 15) | ((b0 >> 2) & 0x30)) : (b0 & 63);
+    const uint32_t a1 = hi ? (((b2 >> 8) & 15) | ((b0 >> 10) & 0x30)) : ((b0 >> 8) & 63);
+    const uint32_t c0 = hi ? (((b2 >> 4) & 15) | ((b1 >> 2) & 0x30)) : (b1 & 63);
+    const uint32_t c1 = hi ? (((b2 >> 12) & 15) | ((b1 >> 10) & 0x30)) : ((b1 >> 8) & 63);
+    *sc0 = (float)a0, *sc1 = (float)a1, *m0 = (float)c0, *m1 = (float)c1;
+}
+
+/* Q4_K unit u (0..3) = sub-block pair j = u: qs bytes [32j, +32): low nibbles = the 32 elements
+ * of sub-block 2j, high nibbles = those of sub-block 2j + 1; both scales and mins applied once
+ * per unit (64 weights, so the scale decode and the index arithmetic are paid per 64). */
 struct VQ4_K {
     typedef DecQ4_K Dec;
-    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
+    enum { QK = 256, BB = 144, UPB = 4, A = 16 };
     struct Raw {
-        uint32_t hd[4], q[4];
+        uint32_t hd[4], q[8];
     };
     static HD void load(const uint8_t *b, int u, Raw &r) {
         ldw_a16<16>(b, r.hd);
-        ldw_a16<16>(b + 16 + 16 * u, r.q);
+        ldw_a16<32>(b + 16 + 32 * u, r.q);
     }
-    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        const int j = u >> 1, h = u & 1;
-        uint32_t lo[4], hi[4];
+    static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[8], hi[8];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 8; i++) {
             lo[i] = r.q[i] & 0x0f0f0f0fu;
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
-        const int s0 = dot16(lo, ldx16(xq + 64 * j + 16 * h), 0);
-        const int s1 = dot16(hi, ldx16(xq + 64 * j + 32 + 16 * h), 0);
+        const int8_t *xj = xq + 64 * j;
+        const int s0 = dot16(lo + 4, ldx16(xj + 16), dot16(lo, ldx16(xj), 0));
+        const int s1 = dot16(hi + 4, ldx16(xj + 48), dot16(hi, ldx16(xj + 32), 0));
         const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
         float sc0, m0, sc1, m1;
-        k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
-        k4_sm(r.hd + 1, 2 * j + 1, &sc1, &m1);
+        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
         const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
-        float v = d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1);
-        if (h == 0) v -= dmin * (m0 * x0.y + m1 * x1.y);
-        return v;
+        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
     }
 };
 /* Q5_K: as Q4_K, fifth bits from qh bytes [16h, +16) (bit p for sub-block p). */
@@ -1122,39 +1133,46 @@ MM_UNROLL
         return v;
     }
 };
-/* Q6_K unit u (0..7): half h = u / 4, s = (u / 2) % 2, v = u % 2: ql bytes [64h + 32s + 16v, +16)
- * (low nibbles: quarter t = s, high: t = s + 2), qh bytes [32h + 16v, +16) (bits 2t, 2t + 1),
- * elements 16v.. of chunks t = s and s + 2 of half h, 16-element scales 8h + 2t + v. q6 - 32 is
- * formed per byte without borrows: ((q | 0x80) - 0x20) ^ 0x80. */
+/* Q6_K unit u (0..3): half h = u / 2, v = u % 2: elements 16v.. of the four 32-element quarters t
+ * of half h, from ql bytes [64h + 16v, +16) (quarters 0, 2: low, high nibbles) and
+ * [64h + 32 + 16v, +16) (quarters 1, 3), qh bytes [32h + 16v, +16) (bits 2t, 2t + 1), scales
+ * 8h + 2t + v. The weights enter dp4a as unsigned 6-bit values; the -32 offset is applied as
+ * -32 * sum(x) over the 16 elements (four more dp4a). */
 struct VQ6_K {
     typedef DecQ6_K Dec;
-    enum { QK = 256, BB = 210, UPB = 8, A = 2 };
+    enum { QK = 256, BB = 210, UPB = 4, A = 2 };
     struct Raw {
-        uint32_t ql[4], qh[4], sc0, sc1, d;
+        uint32_t la[4], lb[4], qh[4], sc[2], d;
     };
     static HD void load(const uint8_t *b, int u, Raw &r) {
-        const int h = u >> 2, s = (u >> 1) & 1, v = u & 1;
-        ldw_u2<4>(b + 64 * h + 32 * s + 16 * v, r.ql);
+        const int h = u >> 1, v = u & 1;
+        ldw_u2<4>(b + 64 * h + 16 * v, r.la);
+        ldw_u2<4>(b + 64 * h + 32 + 16 * v, r.lb);
         ldw_u2<4>(b + 128 + 32 * h + 16 * v, r.qh);
-        r.sc0 = ld16(b + 192 + 8 * h + 2 * s);
-        r.sc1 = ld16(b + 192 + 8 * h + 2 * s + 4);
+        ldw_u2<2>(b + 192 + 8 * h, r.sc);
         r.d = ld16(b + 208);
     }
     static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        const int h = u >> 2, s = (u >> 1) & 1, v = u & 1;
-        uint32_t a[4], c[4];
+        const int h = u >> 1, v = u & 1;
+        uint32_t q[4][4];
 MM_UNROLL
         for (int i = 0; i < 4; i++) {
-            const uint32_t qa = (r.ql[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * s)) & 0x03030303u) << 4);
-            const uint32_t qc = ((r.ql[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * s + 4)) & 0x03030303u) << 4);
-            a[i] = ((qa | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
-            c[i] = ((qc | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+            q[0][i] = (r.la[i] & 0x0f0f0f0fu) | ((r.qh[i] << 4) & 0x30303030u);
+            q[1][i] = (r.lb[i] & 0x0f0f0f0fu) | ((r.qh[i] << 2) & 0x30303030u);
+            q[2][i] = ((r.la[i] >> 4) & 0x0f0f0f0fu) | (r.qh[i] & 0x30303030u);
+            q[3][i] = ((r.lb[i] >> 4) & 0x0f0f0f0fu) | ((r.qh[i] >> 2) & 0x30303030u);
         }
-        const int ba = 4 * h + s, bc = ba + 2; /* x blocks of the two chunks */
-        const int s0 = dot16(a, ldx16(xq + 32 * ba + 16 * v), 0);
-        const int s1 = dot16(c, ldx16(xq + 32 * bc + 16 * v), 0);
-        const float f0 = (float)(int8_t)(uint8_t)(r.sc0 >> (8 * v)), f1 = (float)(int8_t)(uint8_t)(r.sc1 >> (8 * v));
-        return mm_h2f((uint16_t)r.d) * (f0 * xd[ba].x * (float)s0 + f1 * xd[bc].x * (float)s1);
+        float acc = 0.0f;
+MM_UNROLL
+        for (int t = 0; t < 4; t++) {
+            const int4 x = ldx16(xq + 32 * (4 * h + t) + 16 * v);
+            const int ones = 0x01010101;
+            const int sx = mm_dp4a(ones, x.w, mm_dp4a(ones, x.z, mm_dp4a(ones, x.y, mm_dp4a(ones, x.x, 0))));
+            const int dq = dot16(q[t], x, 0) - 32 * sx;
+            const float sc = (float)(int8_t)(uint8_t)(r.sc[t >> 1] >> (8 * (v + 2 * (t & 1))));
+            acc += sc * xd[4 * h + t].x * (float)dq;
+        }
+        return mm_h2f((uint16_t)r.d) * acc;
     }
 };
 
