@@ -31,6 +31,7 @@ test)
     log "model tests on the GPU (test_model with ROCMFORGE_TEST_DEVICE=gpu)"
     ROCMFORGE_TEST_DEVICE=gpu build/tests/test_model > "$OUT/test-model-gpu.log" 2>&1
     grep -E " gpu |FAIL|RESULT|batched" "$OUT/test-model-gpu.log" | tee -a "$OUT/summary.txt"
+    [ "${SAN:-1}" = 0 ] && continue
     # Sanitizers on the kernel groups with reduced shapes (racecheck on the sampler's full sort
     # is too slow for one call, so the groups are split).
     for spec in "memcheck kernels" "racecheck embed,rmsnorm,rope,attention,elementwise" "racecheck sampler,graph"; do
@@ -67,6 +68,15 @@ mm)
     grep -E "FAIL|RESULT|passed" "$OUT/test-gpu-matmul.log" | tail -12 | tee -a "$OUT/summary.txt"
     build/gpumm/bench_gpu_matmul ${MM_ITERS:-20} ab > "$OUT/mm-ab.txt" 2>&1; cat "$OUT/mm-ab.txt" >> "$OUT/summary.txt"
     ;;
+ncu)
+    log "ncu of the decode matvec (bench_gpu_matmul ab shapes)"
+    [ -x build/gpumm/bench_gpu_matmul ] || sh bench/gpu_mm_build.sh build/gpumm > "$OUT/mm-build.log" 2>&1
+    for k in ${NCU_KERNELS:-VQ4_K VQ4_0 VQ8_0 MvpF16}; do
+        ncu -k regex:"k_mvp.*$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+            --section SchedulerStats --section InstructionStats build/gpumm/bench_gpu_matmul 2 ab > "$OUT/ncu-$k.txt" 2>&1
+        grep -E "k_mvp|Duration|Throughput|Issued Ipc|Issue Slots|No Eligible|Achieved Occupancy|Stall|Warp Cycles Per Issued|Executed Instructions  " "$OUT/ncu-$k.txt" | head -30 >> "$OUT/summary.txt"
+    done
+    ;;
 tgab)
     V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${AB_FILES:-1b-q4_k_m}; do
@@ -74,7 +84,7 @@ tgab)
         if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
         else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
-        for envset in "RF_MM_MVP=0" "RF_MM_PDL_GRAPH=0" "RF_MM_PDL=0" "X=default"; do
+        for envset in ${AB_ENVS:-RF_MM_MVP=0 RF_MM_PDL_GRAPH=0 RF_MM_PDL=0 X=default}; do
             log "tg128 $ft $envset"
             env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
         done
@@ -95,3 +105,5 @@ longctx)
     ;;
 esac
 done
+# Everything but the summary in one archive (the device returns a limited number of files).
+( cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude summary.txt . 2>/dev/null && find . -type f ! -name results.tgz ! -name summary.txt -delete )
