@@ -364,9 +364,11 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
     const int resident = kv_type == RF_TYPE_F16 ? dec_resident_t<__half>(gb, head_dim)
                                                 : dec_resident_t<float>(gb, head_dim);
-    /* two full waves of resident blocks (a whole number of waves: no tail of idle SMs), each
-     * split at least 64 positions, at most 256 splits */
-    int64_t n = 2 * (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
+    /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
+     * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
+     * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
+     * four (the combine's cost grows with the split count) */
+    int64_t n = (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
     const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
