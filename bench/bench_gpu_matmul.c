@@ -4,7 +4,7 @@
  *
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
  * GB/s of three contexts: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), k_mvp
- * without programmatic dependent launch (RF_MM_PDL=0), and the default (k_mvp + PDL on CUDA).
+ * with the L2 prefetch of each warp's rows (RF_MM_MVP_PF=1), and the default (k_mvp + PDL on CUDA).
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -70,7 +70,7 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
+    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_MVP_PF", "1"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1] || !ctx[2]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
@@ -83,8 +83,8 @@ static int run_ab(int iters) {
     for (int64_t i = 0; i < xn; i++) hx[i] = randf();
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
-    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp",
-           "mvp+pdl", "2-kernel", "mvp", "mvp+pdl");
+    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp+L2pf",
+           "mvp", "2-kernel", "mvp+L2pf", "mvp");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
@@ -131,6 +131,38 @@ int main(int argc, char **argv) {
         rf_gpu_mm_device_name(nm, sizeof nm);
         printf("device: %s\n", nm);
         return run_ab(iters);
+    }
+    /* "one TYPE N_OUT N_IN": n = 1 calls of the default context only (for a profiler) */
+    if (argc > 5 && !strcmp(argv[2], "one")) {
+        uint32_t type = RF_TYPE_COUNT;
+        for (uint32_t t = 0; t < RF_TYPE_COUNT; t++)
+            if (rf_type_get(t) && rf_type_get(t)->name && !strcmp(rf_type_get(t)->name, argv[3])) type = t;
+        const int64_t n_out = atoll(argv[4]), n_in = atoll(argv[5]);
+        uint64_t rb = 0;
+        if (type == RF_TYPE_COUNT || rf_row_bytes(type, (uint64_t)n_in, &rb) || rf_gpu_mm_device_count() <= 0) {
+            fprintf(stderr, "one: bad type/shape or no GPU\n");
+            return 1;
+        }
+        rf_gpu_matmul_ctx *c = rf_gpu_matmul_init(NULL);
+        const size_t bytes = (size_t)(rb * (uint64_t)n_out);
+        uint8_t *hw = malloc(bytes);
+        fill(type, n_out, n_in, hw);
+        void *dw = rf_gpu_mm_alloc(bytes + RF_GPU_WEIGHT_PAD);
+        rf_gpu_mm_upload(dw, hw, bytes);
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
+        float *hx = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t i = 0; i < n_in; i++) hx[i] = randf();
+        rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)n_in);
+        const double ms = rf_gpu_mm_time(c, type, (const void *const *)&dw, 1, n_out, n_in, dx, 1, dy, iters);
+        printf("%s %lldx%lld n=1: %.2f us, %.1f GB/s\n", argv[3], (long long)n_out, (long long)n_in, ms * 1e3,
+               (double)bytes / (ms * 1e6));
+        free(hw);
+        free(hx);
+        rf_gpu_mm_dfree(dw);
+        rf_gpu_mm_dfree(dx);
+        rf_gpu_mm_dfree(dy);
+        rf_gpu_matmul_free(c);
+        return 0;
     }
     /* "quick": the decode-relevant types, n = 1 and 2, the large and the small shapes, one GEMM */
     const int quick = argc > 2 && !strcmp(argv[2], "quick");

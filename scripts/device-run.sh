@@ -72,7 +72,7 @@ ncu)
     log "ncu of the decode matvec (bench_gpu_matmul ab shapes)"
     [ -x build/gpumm/bench_gpu_matmul ] || sh bench/gpu_mm_build.sh build/gpumm > "$OUT/mm-build.log" 2>&1
     for k in ${NCU_KERNELS:-VQ4_K VQ4_0 VQ8_0 MvpF16}; do
-        ncu -k regex:"k_mvp.*$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        ncu --kernel-name-base mangled -k regex:"k_mvp.*$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
             --section SchedulerStats --section InstructionStats build/gpumm/bench_gpu_matmul 2 ab > "$OUT/ncu-$k.txt" 2>&1
         grep -E "k_mvp|Duration|Throughput|Issued Ipc|Issue Slots|No Eligible|Achieved Occupancy|Stall|Warp Cycles Per Issued|Executed Instructions  " "$OUT/ncu-$k.txt" | head -30 >> "$OUT/summary.txt"
     done

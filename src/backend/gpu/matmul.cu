@@ -1555,7 +1555,7 @@ MM_UNROLL
 template <class F, int UN>
 __global__ void __launch_bounds__(MVP_THREADS)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum) {
+          const float *__restrict__ norm_w, float eps, int accum, int pf) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
     __shared__ float red[MVP_MAX_WARPS];
@@ -1569,6 +1569,18 @@ __global__ void __launch_bounds__(MVP_THREADS)
     Raw cur[UN], nxt[UN];
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
     const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
+#ifndef MM_HIP
+    /* pf: ask L2 for all of the warp's rows now, so DRAM streams while x is staged */
+    if (pf)
+        for (int64_t r = r0; r < r1; r++) {
+            const int j = mvp_job(jobs, r);
+            const uint8_t *w = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes;
+            for (int64_t off = (int64_t)lane * 128; off < row_bytes; off += (int64_t)ws * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
+        }
+#else
+    (void)pf;
+#endif
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
@@ -1843,6 +1855,7 @@ struct rf_gpu_matmul_ctx {
     int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
+    int mvp_pf;  /* k_mvp prefetches each warp's rows into L2 before staging x (RF_MM_MVP_PF=1; experiment) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
     struct {
         const void *fn;
@@ -1903,6 +1916,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 #endif
     ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
+    ctx->mvp_pf = getenv("RF_MM_MVP_PF") && atoi(getenv("RF_MM_MVP_PF")) != 0;
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2088,12 +2102,12 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.stream = ctx->stream;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum),
+        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pf),
                         "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum);
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pf);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
