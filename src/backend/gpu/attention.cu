@@ -84,9 +84,11 @@ static int invalid_value(void) {
  * ceil(n_pos / n_split), n_pos = pos[t] + 1 read from device memory: positions are always spread
  * over all the splits, whatever context a graph was captured at.
  *
- * Work layout. A row of head_dim elements is read by LP lanes (LP = the power of two >= head_dim
- * / 8), 8 consecutive elements each: one 16-byte load per lane for f16 (VEC; two for f32),
- * element-wise loads otherwise. A warp is warpSize / LP sub-groups, each one position at a time.
+ * Work layout. A row of head_dim elements is read by LP lanes (a template constant, so the
+ * reductions below unroll and interleave: 8, 16 or 32 with VEC, the smallest with LP * 8 >=
+ * head_dim; 32 without), 8 consecutive elements each: one 16-byte load per lane for f16 (VEC; two
+ * for f32), element-wise loads otherwise. A warp is warpSize / LP sub-groups, each one position
+ * at a time.
  * Warp w takes the chunks of warpSize consecutive positions c0 = pb + w * warpSize, + NW *
  * warpSize, ...; lane i looks up the slot of position c0 + i once (one block-table read per
  * position) and the sub-groups fetch them by shuffle. Sub-group sg handles chunk positions
@@ -107,7 +109,7 @@ static size_t dec_smem(int hd, int gb) { return sizeof(float) * (size_t)DEC_MAX_
  * An empty state (m = -inf, l = 0) contributes nothing; a NaN l or a stays NaN. */
 static __device__ __forceinline__ float dec_scale(float m, float M) { return m == -INFINITY ? 0.0f : expf(m - M); }
 
-template <typename T, int GB, bool VEC>
+template <typename T, int GB, bool VEC, int LP>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part) {
     constexpr int U = GB >= 8 ? 2 : 4;
     extern __shared__ float dsm[];
@@ -117,8 +119,6 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     const int h0 = g * G + chunk * GB, nh = min(GB, G - chunk * GB);
     const int s = blockIdx.y, n_split = gridDim.y;
     const int ws = warpSize, lane = threadIdx.x % ws, warp = threadIdx.x / ws, nw = blockDim.x / ws;
-    int LP = 1;
-    while (LP * 8 < hd) LP *= 2;
     const int PW = ws / LP, sg = lane / LP, li = lane % LP, d0 = 8 * li;
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
     const int n_pos = a.pos[t] + 1;
@@ -189,6 +189,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
                     float d = 0.0f;
 #pragma unroll
                     for (int e = 0; e < 8; e++) d += qr[j][e] * k8[e];
+#pragma unroll
                     for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
                     sc[u][j] = ok[u] ? d * a.scale : -INFINITY;
                 }
@@ -279,15 +280,22 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     }
 }
 
-/* attn_combine_kernel: one block per (token, head), blockDim a multiple of the warp size: merges
- * the n_split partials, out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An
- * empty partial (m = -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M
- * is finite unless every score was NaN (then the output is NaN, as on the CPU). The weights are
- * computed once per split into shared memory (n_split floats, dynamic); each output dimension
- * then sums its column with four independent accumulators (loads in flight, not one at a time). */
-static __global__ void attn_combine_kernel(const float *part, int n_split, int hd, float *out) {
+/* attn_combine_kernel: one block of COMB_THREADS per (token, head): merges the n_split partials,
+ * out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An empty partial (m =
+ * -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M is finite unless
+ * every score was NaN (then the output is NaN, as on the CPU). The weights are computed once per
+ * split into shared memory (dynamic: n_split floats). Then the block takes the output in passes
+ * of COMB_COLS dimensions: thread (r, c) sums the splits r, r + COMB_ROWS, ... of dimension
+ * d0 + c (independent loads, a few per thread rather than n_split in a chain), the COMB_ROWS
+ * partial sums go through shared memory and row 0 adds them in order. */
+#define COMB_THREADS 256
+#define COMB_COLS 32
+#define COMB_ROWS (COMB_THREADS / COMB_COLS)
+static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
+                                                                           float *out) {
     extern __shared__ float wsm[];
     __shared__ float red[RF_MAX_WARPS];
+    __shared__ float colsum[COMB_ROWS][COMB_COLS];
     const int th = blockIdx.x, stride = hd + 2;
     const float *p0 = part + (int64_t)th * n_split * stride;
     float mx = -INFINITY;
@@ -300,18 +308,27 @@ static __global__ void attn_combine_kernel(const float *part, int n_split, int h
         ls += p0[(int64_t)s * stride + 1] * w;
     }
     const float L = rf_block_sum(ls, red); /* ends with a barrier: wsm[] is complete */
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        const float *col = p0 + 2 + d;
-        float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
-        int s = 0;
-        for (; s + 4 <= n_split; s += 4) {
-            v0 += col[(int64_t)s * stride] * wsm[s];
-            v1 += col[(int64_t)(s + 1) * stride] * wsm[s + 1];
-            v2 += col[(int64_t)(s + 2) * stride] * wsm[s + 2];
-            v3 += col[(int64_t)(s + 3) * stride] * wsm[s + 3];
+    const int c = threadIdx.x % COMB_COLS, r = threadIdx.x / COMB_COLS;
+    for (int d0 = 0; d0 < hd; d0 += COMB_COLS) {
+        const int d = d0 + c;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (d < hd) {
+            const float *col = p0 + 2 + d;
+            int s = r;
+            for (; s + COMB_ROWS < n_split; s += 2 * COMB_ROWS) {
+                v0 += col[(int64_t)s * stride] * wsm[s];
+                v1 += col[(int64_t)(s + COMB_ROWS) * stride] * wsm[s + COMB_ROWS];
+            }
+            if (s < n_split) v0 += col[(int64_t)s * stride] * wsm[s];
         }
-        for (; s < n_split; s++) v0 += col[(int64_t)s * stride] * wsm[s];
-        out[(int64_t)th * hd + d] = ((v0 + v1) + (v2 + v3)) / L;
+        colsum[r][c] = v0 + v1;
+        __syncthreads();
+        if (r == 0 && d < hd) {
+            float v = 0.0f;
+            for (int i = 0; i < COMB_ROWS; i++) v += colsum[i][c];
+            out[(int64_t)th * hd + d] = v / L;
+        }
+        __syncthreads(); /* colsum is rewritten by the next pass */
     }
 }
 
@@ -322,20 +339,23 @@ extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_
     return (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
 }
 
-/* Blocks of attn_dec_kernel<T, GB, true> resident per multiprocessor (registers bound it: GB = 4
- * takes ~170 registers a thread), from the occupancy calculator, once per instance. */
-template <typename T, int GB>
+/* Rows of head_dim elements take LP lanes of 8 elements: 8, 16 or 32 (head_dim <= 256). */
+static int dec_lp(int hd) { return hd <= 64 ? 8 : hd <= 128 ? 16 : 32; }
+
+/* Blocks of attn_dec_kernel<T, GB, true, LP> resident per multiprocessor (registers bound it: GB
+ * = 4 takes ~170 registers a thread), from the occupancy calculator, once per instance. */
+template <typename T, int GB, int LP>
 static int dec_resident(int hd) {
     static int cached[RF_GPU_ATTN_MAX_HEAD_DIM / 8 + 1];
     const int key = (hd + 7) / 8;
     if (!cached[key]) {
         int n = 0;
 #if RF_GPU_HIP
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true>, DEC_THREADS,
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP>, DEC_THREADS,
                                                          dec_smem(hd, GB)) != hipSuccess)
             n = 0;
 #else
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true>, DEC_THREADS,
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP>, DEC_THREADS,
                                                           dec_smem(hd, GB)) != cudaSuccess)
             n = 0;
 #endif
@@ -345,13 +365,22 @@ static int dec_resident(int hd) {
     return cached[key];
 }
 
+template <typename T, int GB>
+static int dec_resident_lp(int hd) {
+    switch (dec_lp(hd)) {
+    case 8: return dec_resident<T, GB, 8>(hd);
+    case 16: return dec_resident<T, GB, 16>(hd);
+    default: return dec_resident<T, GB, 32>(hd);
+    }
+}
+
 template <typename T>
 static int dec_resident_t(int gb, int hd) {
     switch (gb) {
-    case 1: return dec_resident<T, 1>(hd);
-    case 2: return dec_resident<T, 2>(hd);
-    case 4: return dec_resident<T, 4>(hd);
-    default: return dec_resident<T, 8>(hd);
+    case 1: return dec_resident_lp<T, 1>(hd);
+    case 2: return dec_resident_lp<T, 2>(hd);
+    case 4: return dec_resident_lp<T, 4>(hd);
+    default: return dec_resident_lp<T, 8>(hd);
     }
 }
 
@@ -380,10 +409,14 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
     const int G = a->n_head / a->n_kv_head, n_chunks = (G + GB - 1) / GB;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head * n_chunks), (unsigned)n_split);
     const size_t smem = dec_smem(a->head_dim, GB);
-    if (vec)
-        attn_dec_kernel<T, GB, true><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+    if (!vec)
+        attn_dec_kernel<T, GB, false, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+    else if (dec_lp(a->head_dim) == 8)
+        attn_dec_kernel<T, GB, true, 8><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+    else if (dec_lp(a->head_dim) == 16)
+        attn_dec_kernel<T, GB, true, 16><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
     else
-        attn_dec_kernel<T, GB, false><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+        attn_dec_kernel<T, GB, true, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
     return (int)gpuGetLastError();
 }
 
@@ -409,8 +442,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, scratch, vec)
                                        : dec_launch_t<float>(st, a, n_split, scratch, vec);
     if (rc) return rc;
-    attn_combine_kernel<<<a->n_tokens * a->n_head, 128, sizeof(float) * (size_t)n_split, st>>>(scratch, n_split,
-                                                                                                 a->head_dim, a->out);
+    attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
+        scratch, n_split, a->head_dim, a->out);
     return (int)gpuGetLastError();
 }
 
