@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend/gpu/matmul_gpu.h"
 #include "core/dtype.h"
@@ -136,10 +137,10 @@ int main(int argc, char **argv) {
     if (argc > 5 && !strcmp(argv[2], "one")) {
         uint32_t type = RF_TYPE_COUNT;
         for (uint32_t t = 0; t < RF_TYPE_COUNT; t++)
-            if (rf_type_get(t) && rf_type_get(t)->name && !strcmp(rf_type_get(t)->name, argv[3])) type = t;
+            if (rf_type_get(t) && rf_type_get(t)->name && !strcasecmp(rf_type_get(t)->name, argv[3])) type = t;
         const int64_t n_out = atoll(argv[4]), n_in = atoll(argv[5]);
         uint64_t rb = 0;
-        if (type == RF_TYPE_COUNT || rf_row_bytes(type, (uint64_t)n_in, &rb) || rf_gpu_mm_device_count() <= 0) {
+        if (type == RF_TYPE_COUNT || !rf_row_bytes(type, (uint64_t)n_in, &rb) || rf_gpu_mm_device_count() <= 0) {
             fprintf(stderr, "one: bad type/shape or no GPU\n");
             return 1;
         }
