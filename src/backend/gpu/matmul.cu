@@ -939,6 +939,31 @@ MM_UNROLL
 
 /* 16 int8 of x (16-byte aligned) as 4 words. */
 HD int4 ldx16(const int8_t *p) { return *(const int4 *)p; }
+
+/* k_mvp keeps the int8 x in shared memory with its 16-byte chunks permuted inside each 64-byte
+ * group: address bits 4, 5 are XORed with bits 7, 8 (CUDA only; a bijection per aligned group).
+ * Lanes of a quarter-warp read chunks 64 or 256 bytes apart (Q4_K: sub-block pairs of two
+ * blocks; Q4_0 / Q8_0: consecutive 32-byte blocks); unpermuted those share banks (2- to 4-way
+ * conflicts, the top stall in ncu), permuted they spread over the bank row. mm_xswz maps an
+ * address of the logical array to where the chunk lives; the writer and the readers both use it,
+ * so any base works for correctness (k_mvp aligns its base to 64 bytes and pads x to 64). */
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ int8_t *mm_xswz(int8_t *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return p + (int)((a ^ ((a >> 3) & 0x30u)) - a);
+}
+#define MM_XSWZ_ON 1
+#else
+HD int8_t *mm_xswz(int8_t *p) { return p; }
+#define MM_XSWZ_ON 0
+#endif
+/* ldx16 from k_mvp's permuted shared x (SW = 1) or a plain array (SW = 0). */
+template <int SW> HD int4 ldx16s(const int8_t *p) {
+#if MM_XSWZ_ON
+    if (SW) return *(const int4 *)mm_xswz((int8_t *)p);
+#endif
+    return *(const int4 *)p;
+}
 /* dot of 16 weight bytes (4 words, int8 values) with 16 x int8 */
 HD int dot16(const uint32_t *w, int4 x, int s) {
     s = mm_dp4a((int)w[0], x.x, s);
@@ -964,14 +989,14 @@ struct VQ4_0 {
         r.d = ld16(b);
         ldw_u2<4>(b + 2, r.q);
     }
-    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
         for (int i = 0; i < 4; i++) {
             lo[i] = r.q[i] & 0x0f0f0f0fu;
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
-        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         const float2 dx = xd[0];
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
     }
@@ -986,14 +1011,14 @@ struct VQ4_1 {
         r.dm = ld32_a4(b);
         ldw_a4<16>(b + 4, r.q);
     }
-    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
         for (int i = 0; i < 4; i++) {
             lo[i] = r.q[i] & 0x0f0f0f0fu;
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
-        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         const float2 dx = xd[0];
         return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
     }
@@ -1008,14 +1033,14 @@ struct VQ5_0 {
         r.d = ld16(b);
         ldw_u2<5>(b + 2, r.w);
     }
-    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
         for (int i = 0; i < 4; i++) {
             lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
             hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
         }
-        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         const float2 dx = xd[0];
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 16.0f * dx.y);
     }
@@ -1030,14 +1055,14 @@ struct VQ5_1 {
         r.dm = ld32_a4(b);
         ldw_a4<20>(b + 4, r.w);
     }
-    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
         for (int i = 0; i < 4; i++) {
             lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
             hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
         }
-        const int s = dot16(hi, ldx16(xq + 16), dot16(lo, ldx16(xq), 0));
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         const float2 dx = xd[0];
         return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
     }
@@ -1052,8 +1077,8 @@ struct VQ8_0 {
         r.d = ld16(b);
         ldw_u2<8>(b + 2, r.q);
     }
-    static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
-        const int s = dot16(r.q + 4, ldx16(xq + 16), dot16(r.q, ldx16(xq), 0));
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        const int s = dot16(r.q + 4, ldx16s<SW>(xq + 16), dot16(r.q, ldx16s<SW>(xq), 0));
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
@@ -1084,7 +1109,7 @@ struct VQ4_K {
         ldw_a16<16>(b, r.hd);
         ldw_a16<32>(b + 16 + 32 * u, r.q);
     }
-    static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
         uint32_t lo[8], hi[8];
 MM_UNROLL
         for (int i = 0; i < 8; i++) {
@@ -1092,8 +1117,8 @@ MM_UNROLL
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
         const int8_t *xj = xq + 64 * j;
-        const int s0 = dot16(lo + 4, ldx16(xj + 16), dot16(lo, ldx16(xj), 0));
-        const int s1 = dot16(hi + 4, ldx16(xj + 48), dot16(hi, ldx16(xj + 32), 0));
+        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
+        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
         const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
         float sc0, m0, sc1, m1;
         k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
@@ -1113,7 +1138,7 @@ struct VQ5_K {
         ldw_a16<16>(b + 16 + 16 * (u & 1), r.qh);
         ldw_a16<16>(b + 48 + 16 * u, r.q);
     }
-    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
         const int j = u >> 1, h = u & 1;
         uint32_t lo[4], hi[4];
 MM_UNROLL
@@ -1121,8 +1146,8 @@ MM_UNROLL
             lo[i] = (r.q[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j)) & 0x01010101u) << 4);
             hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j + 1)) & 0x01010101u) << 4);
         }
-        const int s0 = dot16(lo, ldx16(xq + 64 * j + 16 * h), 0);
-        const int s1 = dot16(hi, ldx16(xq + 64 * j + 32 + 16 * h), 0);
+        const int s0 = dot16(lo, ldx16s<SW>(xq + 64 * j + 16 * h), 0);
+        const int s1 = dot16(hi, ldx16s<SW>(xq + 64 * j + 32 + 16 * h), 0);
         const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
         float sc0, m0, sc1, m1;
         k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
@@ -1152,7 +1177,7 @@ struct VQ6_K {
         ldw_u2<2>(b + 192 + 8 * h, r.sc);
         r.d = ld16(b + 208);
     }
-    static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
         const int h = u >> 1, v = u & 1;
         uint32_t q[4][4];
 MM_UNROLL
@@ -1165,7 +1190,7 @@ MM_UNROLL
         float acc = 0.0f;
 MM_UNROLL
         for (int t = 0; t < 4; t++) {
-            const int4 x = ldx16(xq + 32 * (4 * h + t) + 16 * v);
+            const int4 x = ldx16s<SW>(xq + 32 * (4 * h + t) + 16 * v);
             const int ones = 0x01010101;
             const int sx = mm_dp4a(ones, x.w, mm_dp4a(ones, x.z, mm_dp4a(ones, x.y, mm_dp4a(ones, x.x, 0))));
             const int dq = dot16(q[t], x, 0) - 32 * sx;
@@ -1308,7 +1333,7 @@ MM_UNROLL
 MM_UNROLL
                 for (int c = 0; c < NC; c++)
                     if (c < ncols)
-                        acc[c] += V::dot(raw[u], k % V::UPB, xq + c * n_in + (int64_t)blk * V::QK,
+                        acc[c] += V::template dot<0>(raw[u], k % V::UPB, xq + c * n_in + (int64_t)blk * V::QK,
                                          xd + c * nb32 + (int64_t)blk * (V::QK / 32));
             }
         }
@@ -1362,6 +1387,9 @@ MM_UNROLL
  * MvpBF16): a unit is 8 elements (16 bytes); x is staged in f32, split in two halves so that the
  * 8 x values of unit k are the float4s at k * 4 and n_in / 2 + k * 4 (lanes read consecutive
  * 16-byte words: no bank conflicts). F32X says which staging a format needs. */
+/* Bytes of k_mvp's int8 x before its block scales: n_in rounded up to the 64-byte swizzle group. */
+HD int64_t mvp_round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
 template <class V> struct MvpI8 {
     typedef typename V::Raw Raw;
     typedef typename V::Dec Dec;
@@ -1369,8 +1397,8 @@ template <class V> struct MvpI8 {
     static __device__ __forceinline__ void load(const uint8_t *b, int u, Raw &r) { V::load(b, u, r); }
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
         const int blk = k / UPB;
-        return V::dot(r, k % UPB, (const int8_t *)xs + (int64_t)blk * QK,
-                      (const float2 *)(xs + n_in) + (int64_t)blk * (QK / 32));
+        return V::template dot<1>(r, k % UPB, (const int8_t *)xs + (int64_t)blk * QK,
+                                  (const float2 *)(xs + mvp_round64(n_in)) + (int64_t)blk * (QK / 32));
     }
 };
 struct MvpF16 {
@@ -1425,9 +1453,11 @@ template <class V> struct MvpUn {
 #define MVP_MAX_WARPS (MVP_THREADS / 32) /* the smallest warp size is 32 */
 
 /* Dynamic shared memory of k_mvp for a row of n_in elements. */
-static size_t mvp_smem_bytes(int f32x, int64_t n_in) {
-    return f32x ? (size_t)n_in * 4 : (size_t)n_in + (size_t)(n_in / 32) * 8;
+HD size_t mvp_x_bytes(int f32x, int64_t n_in) {
+    return f32x ? (size_t)n_in * 4 : (size_t)mvp_round64(n_in) + (size_t)(n_in / 32) * 8;
 }
+/* 64 bytes of alignment slack, the staged x, then MVP_MAX_WARPS floats for the norm reduction. */
+static size_t mvp_smem_bytes(int f32x, int64_t n_in) { return 64 + mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS; }
 
 /* Block-wide RMS scale of x (1 when norm_w is NULL): sum of squares in f32, warp sums combined in
  * warp order (every thread computes the same value). red: MVP_MAX_WARPS floats of shared memory. */
@@ -1455,7 +1485,7 @@ __device__ __forceinline__ int mvp_stage_i8(const float *__restrict__ xr, int64_
                                             float scale, uint8_t *xs) {
     const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
     int8_t *xq = (int8_t *)xs;
-    float2 *xd = (float2 *)(xs + n_in);
+    float2 *xd = (float2 *)(xs + mvp_round64(n_in));
     const int npieces = (int)(n_in / 8);
     const int iters = (npieces + bd - 1) / bd;
     int bad = 0;
@@ -1498,7 +1528,7 @@ MM_UNROLL
         sq += MM_SHFL_XOR(sq, 1);
         sq += MM_SHFL_XOR(sq, 2);
         if (act) {
-            *(uint2 *)(xq + 8 * p) = make_uint2(pk[0], pk[1]);
+            *(uint2 *)mm_xswz(xq + 8 * p) = make_uint2(pk[0], pk[1]);
             if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
         }
     }
@@ -1558,7 +1588,10 @@ __global__ void __launch_bounds__(MVP_THREADS)
           const float *__restrict__ norm_w, float eps, int accum, int pf) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
-    __shared__ float red[MVP_MAX_WARPS];
+#if MM_XSWZ_ON
+    xs += (64u - ((uint32_t)__cvta_generic_to_shared(xs) & 63u)) & 63u;
+#endif
+    float *red = (float *)(xs + mvp_x_bytes(F::F32X, n_in));
     typedef typename F::Raw Raw;
     const int ws = warpSize, nwarps = (int)blockDim.x / ws;
     const int lane = (int)threadIdx.x % ws;
@@ -2531,7 +2564,7 @@ template <class V> static double host_qdot(const uint8_t *row, int64_t n_in, con
         typename V::Raw r;
         const int64_t blk = k / V::UPB;
         V::load(row + blk * V::BB, (int)(k % V::UPB), r);
-        s += V::dot(r, (int)(k % V::UPB), xq + blk * V::QK, xd + blk * (V::QK / 32));
+        s += V::template dot<0>(r, (int)(k % V::UPB), xq + blk * V::QK, xd + blk * (V::QK / 32));
     }
     return s;
 }
