@@ -301,8 +301,8 @@ static void test_weights(void) {
     size_t sz[N];
     uint8_t *src[N], *dst[N];
     for (int i = 0; i < N; i++) {
-        sz[i] = i == 7 ? ((size_t)80 << 20) + 3 : (size_t)(1 + (i * 7919) % 300000);
-        src[i] = malloc(sz[i]);
+        sz[i] = i == 7 ? ((size_t)80 << 20) + 3 : i == 9 ? 0 : (size_t)(1 + (i * 7919) % 300000);
+        src[i] = malloc(sz[i] + 1);
         for (size_t j = 0; j < sz[i]; j += 97) src[i][j] = (uint8_t)(i + j);
         dst[i] = rf_cpu_weights_copy(src[i], sz[i]);
     }

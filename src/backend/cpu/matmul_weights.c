@@ -66,7 +66,8 @@ static slab *slab_new(size_t size) {
 }
 
 void *rf_cpu_weights_copy(const void *src, size_t bytes) {
-    const size_t need = (bytes + 63) & ~(size_t)63;
+    /* at least one line, so every copy (even of 0 bytes) lies inside its slab for the lookup at free */
+    const size_t need = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
     pthread_mutex_lock(&mu);
     slab *s = slabs;
     if (!s || s->size - s->used < need) s = slab_new(need > SLAB_SZ ? need : SLAB_SZ);
