@@ -3,8 +3,8 @@
  *   bench_gpu_matmul [iters] [quick|ab]
  *
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
- * GB/s of three contexts: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), k_mvp
- * with the L2 prefetch of each warp's rows (RF_MM_MVP_PF=1), and the default (k_mvp + PDL on CUDA).
+ * GB/s of three contexts: k_mvp with L2 prefetch 1 and 3 rows ahead (RF_MM_MVP_PFD) and the default
+ * context. (The two-kernel path, RF_MM_MVP=0, is measured against k_mvp in bench/NOTES-gpu-matmul.md.)
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -71,7 +71,7 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_MVP_PF", "1"), ctx_env(NULL, NULL)};
+    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP_PFD", "1"), ctx_env("RF_MM_MVP_PFD", "3"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1] || !ctx[2]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
@@ -84,8 +84,8 @@ static int run_ab(int iters) {
     for (int64_t i = 0; i < xn; i++) hx[i] = randf();
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
-    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp+L2pf",
-           "mvp", "2-kernel", "mvp+L2pf", "mvp");
+    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "pfd 1", "pfd 3",
+           "default", "pfd 1", "pfd 3", "default");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];

@@ -1569,6 +1569,18 @@ MM_UNROLL
     }
 }
 
+/* Asks L2 for row r of the launch's row space (CUDA; a no-op elsewhere). */
+__device__ __forceinline__ void mvp_prefetch_row(const MvJobs &jobs, int64_t r, int64_t row_bytes) {
+#ifndef MM_HIP
+    const int j = mvp_job(jobs, r);
+    const uint8_t *w = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes;
+    for (int64_t off = (int64_t)(threadIdx.x % warpSize) * 128; off < row_bytes; off += (int64_t)warpSize * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
+#else
+    (void)jobs, (void)r, (void)row_bytes;
+#endif
+}
+
 /* k_mvp: for each job J (rows of the concatenated row space, MvJob.row0 ascending, no padding):
  *   y_J[o] (+)= sum_e W_J[o][e] * xin[e] + bias_J[o],   n = 1,
  * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
@@ -1585,7 +1597,7 @@ MM_UNROLL
 template <class F, int UN>
 __global__ void __launch_bounds__(MVP_THREADS)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum, int pf) {
+          const float *__restrict__ norm_w, float eps, int accum, int pfd) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
 #if MM_XSWZ_ON
@@ -1602,18 +1614,9 @@ __global__ void __launch_bounds__(MVP_THREADS)
     Raw cur[UN], nxt[UN];
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
     const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
-#ifndef MM_HIP
-    /* pf: ask L2 for all of the warp's rows now, so DRAM streams while x is staged */
-    if (pf)
-        for (int64_t r = r0; r < r1; r++) {
-            const int j = mvp_job(jobs, r);
-            const uint8_t *w = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes;
-            for (int64_t off = (int64_t)lane * 128; off < row_bytes; off += (int64_t)ws * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
-        }
-#else
-    (void)pf;
-#endif
+    /* pfd: rows pfd ahead of the one being loaded are requested into L2 (fewer cycles waited on
+     * DRAM per step without more registers) */
+    for (int i = 1; i <= pfd && r0 + i < r1; i++) mvp_prefetch_row(jobs, r0 + i, row_bytes);
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
@@ -1660,6 +1663,7 @@ __global__ void __launch_bounds__(MVP_THREADS)
             if (rn < r1) {
                 while (jn + 1 < jobs.n && rn >= jobs.j[jn + 1].row0) jn++;
                 wn = jobs.j[jn].w + (rn - jobs.j[jn].row0) * row_bytes;
+                if (pfd && rn + pfd < r1) mvp_prefetch_row(jobs, rn + pfd, row_bytes);
             }
         }
         if (rn < r1) mvp_load<F, UN>(wn, lane + sn * UN * ws, nunits, nxt);
@@ -1888,7 +1892,7 @@ struct rf_gpu_matmul_ctx {
     int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
-    int mvp_pf;  /* k_mvp prefetches each warp's rows into L2 before staging x (RF_MM_MVP_PF=1; experiment) */
+    int mvp_pfd; /* k_mvp's L2 prefetch distance in rows (RF_MM_MVP_PFD; 0: off) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
     struct {
         const void *fn;
@@ -1949,7 +1953,8 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 #endif
     ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
-    ctx->mvp_pf = getenv("RF_MM_MVP_PF") && atoi(getenv("RF_MM_MVP_PF")) != 0;
+    ctx->mvp_pfd = getenv("RF_MM_MVP_PFD") ? atoi(getenv("RF_MM_MVP_PFD")) : 0;
+    if (ctx->mvp_pfd < 0 || ctx->mvp_pfd > 8) ctx->mvp_pfd = 0;
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2135,12 +2140,12 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.stream = ctx->stream;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pf),
+        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pfd),
                         "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pf);
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pfd);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
