@@ -293,6 +293,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 #define COMB_ROWS (COMB_THREADS / COMB_COLS)
 static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
                                                                            float *out) {
+    rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
     extern __shared__ float wsm[];
     __shared__ float red[RF_MAX_WARPS];
     __shared__ float colsum[COMB_ROWS][COMB_COLS];

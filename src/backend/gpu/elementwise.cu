@@ -13,6 +13,7 @@ static unsigned grid_for(int64_t n, int bs) {
  * expf differs from the host's by at most a couple of ulp. gate = -inf gives -0 * up (NaN when
  * up is inf), gate = +inf gives inf * up, as on the CPU. */
 static __global__ void swiglu_kernel(const float *gate, const float *up, int64_t n, float *out) {
+    rf_grid_dep_launch(); /* the down projection's matvec may start loading its weights */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -65,6 +66,7 @@ static __global__ void softmax_rows_kernel(float *x, int n_cols) {
 /* get_rows_kernel: out[r][:] = x[rows[r]][:] (rows in device memory, each a valid row index).
  * Grid: (column blocks, n_rows). Exact copy. */
 static __global__ void get_rows_kernel(const float *x, const int32_t *rows, int dim, float *out) {
+    rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
     const int r = blockIdx.y;
     const int64_t src = (int64_t)rows[r] * dim;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x)

@@ -138,6 +138,16 @@ typedef struct cudaDeviceProp gpuDeviceProp;
  * only to size shared arrays, never as the warp size. */
 #define RF_MAX_WARPS 32
 
+/* Lets the next kernel of the stream start launching now when it is a programmatic dependent
+ * launch (matmul.cu's k_mvp: it loads weights, then waits for this grid's completion before it
+ * reads anything this grid writes). CUDA sm_90+; a no-op elsewhere. Purely a scheduling hint:
+ * it never makes data visible early. */
+static __device__ __forceinline__ void rf_grid_dep_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ float rf_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float rf_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
