@@ -79,13 +79,17 @@ void cpu_attention(const rf_step *step, const rf_attn_dims *d, const float *q, c
             float s = 0.0f;
             for (int i = 0; i < hd; i++) s += qh[i] * kp[i];
             s *= d->scale;
-            /* Online softmax: rescale what has been accumulated when the max grows. */
-            float m_new = s > m ? s : m;
-            float corr = expf(m - m_new); /* exp(-inf) = 0 on the first position */
-            float w = expf(s - m_new);
-            l = l * corr + w;
-            for (int i = 0; i < hd; i++) acc[i] = acc[i] * corr + w * vp[i];
-            m = m_new;
+            /* Online softmax: rescale what has been accumulated when the max grows. When it does
+             * not, the factor is expf(0) = 1 exactly, so skipping it changes no bit. */
+            if (s > m) {
+                float corr = expf(m - s); /* exp(-inf) = 0 on the first position */
+                l *= corr;
+                for (int i = 0; i < hd; i++) acc[i] *= corr;
+                m = s;
+            }
+            float w = expf(s - m);
+            l += w;
+            for (int i = 0; i < hd; i++) acc[i] += w * vp[i];
         }
         float *o = out + (int64_t)t * q_dim + (int64_t)h * hd;
         for (int i = 0; i < hd; i++) o[i] = acc[i] / l;

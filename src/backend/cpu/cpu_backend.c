@@ -128,12 +128,33 @@ typedef struct {
     bool ggml;
 } attn_job;
 
+/* First attention row (token t, head h: row t * n_head + h) whose work starts at or after x, where
+ * rows are laid end to end and the row of token t weighs pos[t] + 1 positions. */
+static int64_t attn_first_row_from(const rf_step *st, int n_head, int64_t x) {
+    int64_t cum = 0;
+    for (int t = 0; t < st->n_tokens; t++) {
+        const int64_t w = (int64_t)st->pos[t] + 1, tw = w * n_head;
+        if (cum + tw > x) {
+            const int64_t h = x <= cum ? 0 : (x - cum + w - 1) / w;
+            if (h < n_head) return (int64_t)t * n_head + h;
+        }
+        cum += tw;
+    }
+    return (int64_t)st->n_tokens * n_head;
+}
+
+/* Rows are split so that each thread attends over about the same number of positions (with a
+ * causal prompt an equal split by rows gave the last thread most of the work): thread ith takes
+ * the rows whose work starts in [work * ith / nth, work * (ith + 1) / nth). */
 static void attn_worker(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
-    int64_t total = (int64_t)j->step->n_tokens * j->d->n_head;
-    int64_t per = (total + nth - 1) / nth;
-    int64_t b = per * ith, e = RF_MIN(total, b + per);
-    if (b < e) (j->ggml ? cpu_attention_ggml : cpu_attention)(j->step, j->d, j->q, j->k, j->v, j->out, b, e);
+    const rf_step *st = j->step;
+    const int n_head = j->d->n_head;
+    int64_t work = 0;
+    for (int t = 0; t < st->n_tokens; t++) work += ((int64_t)st->pos[t] + 1) * n_head;
+    const int64_t b = attn_first_row_from(st, n_head, work * ith / nth);
+    const int64_t e = attn_first_row_from(st, n_head, work * (ith + 1) / nth);
+    if (b < e) (j->ggml ? cpu_attention_ggml : cpu_attention)(st, j->d, j->q, j->k, j->v, j->out, b, e);
 }
 
 static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims *d, const float *q,
