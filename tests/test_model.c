@@ -76,6 +76,9 @@ static float *prompt_logits(rf_context *c, int seq, const int32_t *toks, int n, 
 static const char *kv_name(int kv) { return kv == RF_KV_F16 ? "f16" : kv == RF_KV_F32 ? "f32" : "auto"; }
 
 /* kv: the context's K/V cache type (rf_kv_type). */
+/* CPU threads for the model loads below (0: the library default, one per physical core). */
+static int g_threads;
+
 static void test_model(const model_case *mc, const char *device, int kv) {
     golden g;
     if (golden_load(mc->stem, &g)) {
@@ -86,6 +89,7 @@ static void test_model(const model_case *mc, const char *device, int kv) {
     snprintf(rel, sizeof rel, "models/%s.gguf", mc->stem);
     rf_model_params mp = rf_model_default_params();
     mp.device = device;
+    mp.n_threads = g_threads;
     rf_model *m = rf_model_load(test_shared(rel), &mp);
     CHECK(m != NULL, "%s on %s: load failed: %s", mc->stem, device, rf_error());
     if (!m) {
@@ -160,6 +164,7 @@ static void test_batches(const char *device, int kv) {
     }
     rf_model_params mp = rf_model_default_params();
     mp.device = device;
+    mp.n_threads = g_threads;
     rf_model *m = rf_model_load(path, &mp);
     CHECK(m != NULL, "load: %s", rf_error());
     if (!m) return;
@@ -318,5 +323,12 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_model(&cases[i], runs[d].device, runs[d].kv);
         test_batches(runs[d].device, runs[d].kv);
     }
+    /* Three threads: uneven splits of every threaded op (rows of the matmuls, attention rows
+     * divided by the positions they cover) on a few models and the interleaved batches. */
+    g_threads = 3;
+    printf("cpu with 3 threads:\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && i < 4; i++) test_model(&cases[i], "cpu", RF_KV_AUTO);
+    test_batches("cpu", RF_KV_AUTO);
+    g_threads = 0;
     return test_finish();
 }
