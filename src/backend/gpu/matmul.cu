@@ -8,6 +8,9 @@
  *    into f32 registers, bit-exact with core/quant.c (same products, same order; the GPU may
  *    contract a multiply-add into an FMA). They are __host__ __device__ so the library can
  *    check them against the CPU oracle on a machine without a GPU (rf_gpu_mm_host_decode).
+ *  - k_mvp (decode, n = 1): the int8-activation (or f32-x for F16/BF16) matvec in one launch:
+ *    persistent grid, each block stages x itself, warps pipeline over their rows. k_qx + k_mvq
+ *    (n = 2) and k_mv (f32 x, n <= 2) are the two-kernel / f32 variants of the same product.
  *  - k_matvec: one warp per output row, lanes stride over the row's chunks, f32 accumulation,
  *    shuffle reduction; up to 8 x columns per launch reuse each decoded chunk.
  *  - GEMM for large n: CUDA with cuBLAS (dlopen'ed; weight decoded to f16 slabs, x to f16,

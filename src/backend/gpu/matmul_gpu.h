@@ -17,11 +17,16 @@
  *    test model, 2-token decode vs the f16 prompt GEMM then differs by 0.12-0.15 > test_model's 5e-2
  *    fork tolerance) with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K weights, n_in <= 32768,
  *    n_in % 32 == 0 and x 16-byte aligned: int8 activations instead (as llama.cpp): x (normed
- *    first in rf_gpu_matmul_ex) is quantized once per call into context scratch, per 32 elements
- *    q = round(x / d) in [-127, 127], d = amax / 127, and the dots use 4-way int8 products with
- *    int32 sums per block. Error per output <= sum_i |w_i| * d_b(i) / 2 (+ f32 rounding); a column
- *    whose x has a non-finite element is computed in f32 (exact NaN/inf semantics below).
- *    RF_MM_F32_MV=1 (read at init) keeps the f32 kernels for every type (reference / A/B).
+ *    first in rf_gpu_matmul_ex) is quantized per 32 elements, q = round(x / d) in [-127, 127],
+ *    d = amax / 127, and the dots use 4-way int8 products with int32 sums per block. Error per
+ *    output <= sum_i |w_i| * d_b(i) / 2 (+ f32 rounding); a column whose x has a non-finite
+ *    element is computed in f32 (exact NaN/inf semantics below). At n == 1 (and for F16/BF16
+ *    weights with n_in * 4 bytes <= 46 KB) this is k_mvp: one launch per call, every block
+ *    quantizing (or staging) x itself, the same arithmetic as the two-kernel path (x quantized
+ *    once into context scratch, then the product) that n == 2 uses. Read at init: RF_MM_F32_MV=1
+ *    keeps the f32 kernels for every type, RF_MM_MVP=0 the two-kernel path (reference / A/B),
+ *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
+ *    capture), RF_MM_MVP_PFD=N an L2 prefetch N rows ahead (experiment; measured slower).
  *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
  *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
  *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
