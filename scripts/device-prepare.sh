@@ -1,7 +1,12 @@
 #!/bin/sh
 # Copies what device runs need from ../shared into .dev/shared (git-ignored; pass `.dev` in the
-# device tool's carry list).
+# device tool's carry list), and a snapshot of HEAD into .dev/snap: the device receives the whole
+# working tree, other engineers' uncommitted edits included, so a run that must measure a commit
+# builds the snapshot:  cd .dev/snap && ln -sfn ../../.dev .dev && bash scripts/device-run.sh ...
+# (`sh scripts/device-prepare.sh snap` refreshes only the snapshot).
 set -e
+rm -rf .dev/snap && mkdir -p .dev/snap && git archive HEAD | tar -x -C .dev/snap
+[ "${1:-}" = snap ] && exit 0
 src="${ROCMFORGE_SHARED:-../shared}"
 mkdir -p .dev/shared/vocab
 cp -r "$src/models" "$src/golden" .dev/shared/
