@@ -3,8 +3,8 @@
  *   bench_gpu_matmul [iters] [quick|ab]
  *
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
- * GB/s of three contexts: k_mvp with L2 prefetch 1 and 3 rows ahead (RF_MM_MVP_PFD) and the default
- * context. (The two-kernel path, RF_MM_MVP=0, is measured against k_mvp in bench/NOTES-gpu-matmul.md.)
+ * GB/s of three contexts: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), k_mvp
+ * without programmatic dependent launch (RF_MM_PDL=0), and the default (k_mvp + PDL on CUDA).
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -63,6 +63,34 @@ static void fill(uint32_t type, int64_t n_out, int64_t n_in, uint8_t *buf) {
     }
 }
 
+/* Copies of one random weight matrix in device memory, each followed by the padding that
+ * matmul_gpu.h asks for; *bytes: the weight bytes of one copy. */
+static void **upload_copies(uint32_t type, int64_t n_out, int64_t n_in, int copies, size_t *bytes) {
+    uint64_t rb = 0;
+    rf_row_bytes(type, (uint64_t)n_in, &rb);
+    *bytes = (size_t)(rb * (uint64_t)n_out);
+    uint8_t *hw = malloc(*bytes);
+    fill(type, n_out, n_in, hw);
+    void **dw = calloc((size_t)copies, sizeof(void *));
+    for (int c = 0; c < copies; c++) {
+        dw[c] = rf_gpu_mm_alloc(*bytes + RF_GPU_WEIGHT_PAD);
+        rf_gpu_mm_upload(dw[c], hw, *bytes);
+    }
+    free(hw);
+    return dw;
+}
+
+static void free_copies(void **dw, int copies) {
+    for (int c = 0; c < copies; c++) rf_gpu_mm_dfree(dw[c]);
+    free(dw);
+}
+
+/* Enough copies of a matrix of `bytes` that, cycled through, they are read from DRAM, not L2. */
+static int dram_copies(size_t bytes) {
+    int copies = (int)((256u << 20) / bytes) + 1;
+    return copies < 2 ? 2 : (copies > 64 ? 64 : copies);
+}
+
 static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
     if (name) setenv(name, val, 1);
     rf_gpu_matmul_ctx *c = rf_gpu_matmul_init(NULL);
@@ -71,7 +99,7 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP_PFD", "1"), ctx_env("RF_MM_MVP_PFD", "3"), ctx_env(NULL, NULL)};
+    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1] || !ctx[2]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
@@ -84,26 +112,19 @@ static int run_ab(int iters) {
     for (int64_t i = 0; i < xn; i++) hx[i] = randf();
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
-    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "pfd 1", "pfd 3",
-           "default", "pfd 1", "pfd 3", "default");
+    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp",
+           "mvp+pdl", "2-kernel", "mvp", "mvp+pdl");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
             const int64_t n_out = shapes[s][0], n_in = shapes[s][1];
             uint64_t rb = 0;
             rf_row_bytes(type, (uint64_t)n_in, &rb);
-            const size_t bytes = (size_t)(rb * (uint64_t)n_out);
-            int copies = (int)((256u << 20) / bytes) + 1;
-            if (copies < 2) copies = 2;
-            if (copies > 64) copies = 64;
-            uint8_t *hw = malloc(bytes);
-            fill(type, n_out, n_in, hw);
-            void **dw = calloc((size_t)copies, sizeof(void *));
-            for (int c = 0; c < copies; c++) {
-                dw[c] = rf_gpu_mm_alloc(bytes);
-                rf_gpu_mm_upload(dw[c], hw, bytes);
-            }
-            for (int n = 1; n <= 1; n++) {
+            const int copies = dram_copies((size_t)(rb * (uint64_t)n_out));
+            size_t bytes = 0;
+            void **dw = upload_copies(type, n_out, n_in, copies, &bytes);
+            {
+                const int n = 1;
                 double ms[3];
                 for (int k = 0; k < 3; k++)
                     ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
@@ -111,9 +132,7 @@ static int run_ab(int iters) {
                        (long long)n_in, n, (double)bytes / (ms[0] * 1e6), (double)bytes / (ms[1] * 1e6),
                        (double)bytes / (ms[2] * 1e6), ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3);
             }
-            for (int c = 0; c < copies; c++) rf_gpu_mm_dfree(dw[c]);
-            free(dw);
-            free(hw);
+            free_copies(dw, copies);
         }
     rf_gpu_mm_dfree(dx);
     rf_gpu_mm_dfree(dy);
@@ -145,21 +164,17 @@ int main(int argc, char **argv) {
             return 1;
         }
         rf_gpu_matmul_ctx *c = rf_gpu_matmul_init(NULL);
-        const size_t bytes = (size_t)(rb * (uint64_t)n_out);
-        uint8_t *hw = malloc(bytes);
-        fill(type, n_out, n_in, hw);
-        void *dw = rf_gpu_mm_alloc(bytes + RF_GPU_WEIGHT_PAD);
-        rf_gpu_mm_upload(dw, hw, bytes);
+        size_t bytes = 0;
+        void **dw = upload_copies(type, n_out, n_in, 1, &bytes);
         float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
         float *hx = malloc(sizeof(float) * (size_t)n_in);
         for (int64_t i = 0; i < n_in; i++) hx[i] = randf();
         rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)n_in);
-        const double ms = rf_gpu_mm_time(c, type, (const void *const *)&dw, 1, n_out, n_in, dx, 1, dy, iters);
+        const double ms = rf_gpu_mm_time(c, type, (const void *const *)dw, 1, n_out, n_in, dx, 1, dy, iters);
         printf("%s %lldx%lld n=1: %.2f us, %.1f GB/s\n", argv[3], (long long)n_out, (long long)n_in, ms * 1e3,
                (double)bytes / (ms * 1e6));
-        free(hw);
         free(hx);
-        rf_gpu_mm_dfree(dw);
+        free_copies(dw, 1);
         rf_gpu_mm_dfree(dx);
         rf_gpu_mm_dfree(dy);
         rf_gpu_matmul_free(c);
@@ -201,17 +216,9 @@ int main(int argc, char **argv) {
             const int64_t n_out = shapes[s][0], n_in = shapes[s][1];
             uint64_t rb = 0;
             rf_row_bytes(type, (uint64_t)n_in, &rb);
-            const size_t bytes = (size_t)(rb * (uint64_t)n_out);
-            int copies = (int)((256u << 20) / bytes) + 1;
-            if (copies < 2) copies = 2;
-            if (copies > 64) copies = 64;
-            uint8_t *hw = malloc(bytes);
-            fill(type, n_out, n_in, hw);
-            void **dw = calloc((size_t)copies, sizeof(void *));
-            for (int c = 0; c < copies; c++) {
-                dw[c] = rf_gpu_mm_alloc(bytes);
-                rf_gpu_mm_upload(dw[c], hw, bytes);
-            }
+            const int copies = dram_copies((size_t)(rb * (uint64_t)n_out));
+            size_t bytes = 0;
+            void **dw = upload_copies(type, n_out, n_in, copies, &bytes);
             for (int k = 0; k < n_ns; k++) {
                 const double ms = rf_gpu_mm_time(ctx, type, (const void *const *)dw, copies, n_out, n_in, dx, ns[k], dy, iters);
                 if (ms < 0) {
@@ -233,9 +240,7 @@ int main(int argc, char **argv) {
                 }
                 rf_gpu_mm_force_tiled(ctx, 0);
             }
-            for (int c = 0; c < copies; c++) rf_gpu_mm_dfree(dw[c]);
-            free(dw);
-            free(hw);
+            free_copies(dw, copies);
         }
     }
     rf_gpu_mm_dfree(dx);

@@ -69,12 +69,15 @@ mm)
     build/gpumm/bench_gpu_matmul ${MM_ITERS:-20} ab > "$OUT/mm-ab.txt" 2>&1; cat "$OUT/mm-ab.txt" >> "$OUT/summary.txt"
     ;;
 ncu)
-    log "ncu of the decode matvec (bench_gpu_matmul ab shapes)"
+    log "ncu of the decode matvec, 11008x4096"
     [ -x build/gpumm/bench_gpu_matmul ] || sh bench/gpu_mm_build.sh build/gpumm > "$OUT/mm-build.log" 2>&1
-    for k in ${NCU_KERNELS:-VQ4_K VQ4_0 VQ8_0 MvpF16}; do
-        ncu --kernel-name-base mangled -k regex:"k_mvp.*$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
-            --section SchedulerStats --section InstructionStats build/gpumm/bench_gpu_matmul 2 ab > "$OUT/ncu-$k.txt" 2>&1
-        grep -E "k_mvp|Duration|Throughput|Issued Ipc|Issue Slots|No Eligible|Achieved Occupancy|Stall|Warp Cycles Per Issued|Executed Instructions  " "$OUT/ncu-$k.txt" | head -30 >> "$OUT/summary.txt"
+    # one call shape per type (bench_gpu_matmul one TYPE N_OUT N_IN), the third k_mvp launch profiled
+    for k in ${NCU_TYPES:-q4_K q4_0 q8_0 f16}; do
+        ncu --kernel-name-base mangled -k regex:k_mvp -s 2 -c 1 --section SpeedOfLight --section Occupancy \
+            --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+            build/gpumm/bench_gpu_matmul 3 one $k 11008 4096 > "$OUT/ncu-$k.txt" 2>&1
+        grep -E "Duration|DRAM Throughput|No Eligible|Achieved Occupancy|Warp Cycles Per Issued|This stall type" \
+            "$OUT/ncu-$k.txt" | head -12 >> "$OUT/summary.txt"
     done
     ;;
 tgab)

@@ -1208,36 +1208,38 @@ MM_UNROLL
 #define QX_MAX_IN 32768 /* largest n_in of the int8 path (scratch sized at init) */
 #define QX_MAX_N 2
 
-/* k_qx: quantizes xin (x, or x RMS-normed as k_mv does) of column c = blockIdx.x to int8.
- * Shapes: x: ncols rows of n_in floats (16-byte aligned, n_in % 32 == 0); norm_w: n_in floats
- * (16-byte aligned) or NULL. Out: xq[c][n_in] int8, xd[c][n_in / 32] = {d, d * sum q},
- * rinfo[c] = {norm scale or 1, non-finite flag}. Launch: gridDim.x = ncols, blockDim.x =
- * QX_THREADS (a multiple of warpSize). Each thread quantizes 8-element pieces; the 4 lanes of a
- * 32-block combine amax and sum(q) with xor shuffles 1, 2 (every lane of the block runs the same
- * number of iterations, so shuffles see full warps). Sum of squares in f32, block reduction in a
- * fixed order (deterministic). */
-__global__ void __launch_bounds__(QX_THREADS)
-    k_qx(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w, float eps, int8_t *__restrict__ xq,
-         float2 *__restrict__ xd, float2 *__restrict__ rinfo) {
-    __shared__ float red[QX_THREADS];
-    mm_grid_dep_launch(); /* the matvec may start its weight loads; it waits for our completion */
-    const int c = (int)blockIdx.x, tid = (int)threadIdx.x, bd = (int)blockDim.x;
-    const int ws = warpSize;
-    const float *xr = x + (int64_t)c * n_in;
-    float scale = 1.0f;
-    if (norm_w) {
-        float ss = 0.0f;
-        for (int64_t i = tid; i < n_in / 4; i += bd) {
-            const float4 v = *(const float4 *)(xr + 4 * i);
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-        for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
-        if (tid % ws == 0) red[tid / ws] = ss;
-        __syncthreads();
-        float t = 0.0f;
-        for (int i = 0; i < bd / ws; i++) t += red[i];
-        scale = 1.0f / sqrtf(t / (float)n_in + eps);
+/* Block-wide RMS scale of x (1 when norm_w is NULL): 1 / sqrt(sum x^2 / n_in + eps), the sum of
+ * squares in f32, warp sums combined in warp order, so every thread gets the same value. x and
+ * n_in as k_qx; red: blockDim.x / warpSize floats of shared memory. Contains a barrier when
+ * norm_w is set (every thread of the block must call it). */
+__device__ __forceinline__ float mm_norm_scale(const float *__restrict__ x, int64_t n_in, const float *norm_w,
+                                               float eps, float *red) {
+    if (!norm_w) return 1.0f;
+    const int ws = warpSize, tid = (int)threadIdx.x, bd = (int)blockDim.x;
+    float ss = 0.0f;
+    for (int64_t i = tid; i < n_in / 4; i += bd) {
+        const float4 v = *(const float4 *)(x + 4 * i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+    for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+    if (tid % ws == 0) red[tid / ws] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < bd / ws; i++) t += red[i];
+    return 1.0f / sqrtf(t / (float)n_in + eps);
+}
+
+/* The int8 path's quantization of one column, xin = x * scale * norm_w (or x): per 32 elements
+ * q = round(xin / d) in [-127, 127], d = amax / 127; q to xq[0, n_in), {d, d * sum q} to
+ * xd[0, n_in / 32). SW = 1 stores q through mm_xswz (k_mvp's permuted shared copy). Each thread
+ * quantizes 8-element pieces; the 4 lanes of a 32-block combine amax and sum(q) with xor
+ * shuffles 1, 2 (every thread runs the same number of iterations, so shuffles see full warps).
+ * Every thread of the block must call it; returns nonzero in a thread that met an inf or NaN
+ * (no barrier: the caller combines the flags). */
+template <int SW>
+__device__ __forceinline__ int mm_quantize_x(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
+                                             float scale, int8_t *xq, float2 *xd) {
+    const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
     const int npieces = (int)(n_in / 8);
     const int iters = (npieces + bd - 1) / bd;
     int bad = 0;
@@ -1280,12 +1282,29 @@ MM_UNROLL
         sq += MM_SHFL_XOR(sq, 1);
         sq += MM_SHFL_XOR(sq, 2);
         if (act) {
-            *(uint2 *)(xq + (int64_t)c * n_in + 8 * p) = make_uint2(pk[0], pk[1]);
-            if ((p & 3) == 0) xd[(int64_t)c * (n_in / 32) + p / 4] = make_float2(d, d * (float)sq);
+            *(uint2 *)(SW ? mm_xswz(xq + 8 * p) : xq + 8 * p) = make_uint2(pk[0], pk[1]);
+            if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
         }
     }
-    bad = __syncthreads_or(bad);
-    if (tid == 0) rinfo[c] = make_float2(scale, bad ? 1.0f : 0.0f);
+    return bad;
+}
+
+/* k_qx: quantizes xin (x, or x RMS-normed as k_mv does) of column c = blockIdx.x to int8
+ * (mm_quantize_x). Shapes: x: ncols rows of n_in floats (16-byte aligned, n_in % 32 == 0);
+ * norm_w: n_in floats (16-byte aligned) or NULL. Out: xq[c][n_in] int8, xd[c][n_in / 32] =
+ * {d, d * sum q}, rinfo[c] = {norm scale or 1, non-finite flag}. Launch: gridDim.x = ncols,
+ * blockDim.x = QX_THREADS (a multiple of warpSize). Deterministic (fixed reduction order). */
+__global__ void __launch_bounds__(QX_THREADS)
+    k_qx(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w, float eps, int8_t *__restrict__ xq,
+         float2 *__restrict__ xd, float2 *__restrict__ rinfo) {
+    __shared__ float red[QX_THREADS];
+    mm_grid_dep_launch(); /* the matvec may start its weight loads; it waits for our completion */
+    const int c = (int)blockIdx.x;
+    const float *xr = x + (int64_t)c * n_in;
+    const float scale = mm_norm_scale(xr, n_in, norm_w, eps, red);
+    const int bad = __syncthreads_or(mm_quantize_x<0>(xr, n_in, norm_w, scale, xq + (int64_t)c * n_in,
+                                                      xd + (int64_t)c * (n_in / 32)));
+    if (threadIdx.x == 0) rinfo[c] = make_float2(scale, bad ? 1.0f : 0.0f);
 }
 
 /* k_mvq: for each job J and c < ncols <= NC:
@@ -1462,80 +1481,14 @@ HD size_t mvp_x_bytes(int f32x, int64_t n_in) {
 /* 64 bytes of alignment slack, the staged x, then MVP_MAX_WARPS floats for the norm reduction. */
 static size_t mvp_smem_bytes(int f32x, int64_t n_in) { return 64 + mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS; }
 
-/* Block-wide RMS scale of x (1 when norm_w is NULL): sum of squares in f32, warp sums combined in
- * warp order (every thread computes the same value). red: MVP_MAX_WARPS floats of shared memory. */
-__device__ __forceinline__ float mvp_norm_scale(const float *__restrict__ x, int64_t n_in, const float *norm_w,
-                                                float eps, float *red) {
-    if (!norm_w) return 1.0f;
-    const int ws = warpSize, tid = (int)threadIdx.x, bd = (int)blockDim.x;
-    float ss = 0.0f;
-    for (int64_t i = tid; i < n_in / 4; i += bd) {
-        const float4 v = *(const float4 *)(x + 4 * i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
-    if (tid % ws == 0) red[tid / ws] = ss;
-    __syncthreads();
-    float t = 0.0f;
-    for (int i = 0; i < bd / ws; i++) t += red[i];
-    return 1.0f / sqrtf(t / (float)n_in + eps);
-}
-
-/* Stages xin = x * scale * norm_w (or x) as int8 exactly as k_qx does: xs[0, n_in) int8 q,
- * then n_in / 32 float2 {d, d * sum q}. Returns nonzero in every thread when xin has a non-finite
- * element. Ends with a barrier. */
+/* Stages xin = x * scale * norm_w (or x) as int8 exactly as k_qx does, into k_mvp's shared
+ * memory: q at xs[0, n_in) (permuted, mm_xswz), then n_in / 32 float2 {d, d * sum q} at
+ * xs + mvp_round64(n_in). Returns nonzero in every thread when xin has a non-finite element.
+ * Ends with a barrier. */
 __device__ __forceinline__ int mvp_stage_i8(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
                                             float scale, uint8_t *xs) {
-    const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
-    int8_t *xq = (int8_t *)xs;
-    float2 *xd = (float2 *)(xs + mvp_round64(n_in));
-    const int npieces = (int)(n_in / 8);
-    const int iters = (npieces + bd - 1) / bd;
-    int bad = 0;
-    for (int it = 0; it < iters; it++) {
-        const int p = tid + it * bd;
-        const bool act = p < npieces;
-        float v[8];
-        if (act) {
-            const float4 a = *(const float4 *)(xr + 8 * p), b = *(const float4 *)(xr + 8 * p + 4);
-            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-            if (norm_w) {
-                const float4 ga = *(const float4 *)(norm_w + 8 * p), gb = *(const float4 *)(norm_w + 8 * p + 4);
-                const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-MM_UNROLL
-                for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
-            }
-        } else {
-MM_UNROLL
-            for (int i = 0; i < 8; i++) v[i] = 0.0f;
-        }
-        float amax = 0.0f;
-MM_UNROLL
-        for (int i = 0; i < 8; i++) {
-            const float a = fabsf(v[i]);
-            if (!(a <= 3.402823466e38f)) bad = 1; /* inf or NaN */
-            amax = fmaxf(amax, a);
-        }
-        amax = fmaxf(amax, MM_SHFL_XOR(amax, 1));
-        amax = fmaxf(amax, MM_SHFL_XOR(amax, 2));
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        uint32_t pk[2] = {0u, 0u};
-        int sq = 0;
-MM_UNROLL
-        for (int i = 0; i < 8; i++) {
-            int q = __float2int_rn(v[i] * id);
-            q = q > 127 ? 127 : (q < -127 ? -127 : q);
-            sq += q;
-            pk[i >> 2] |= ((uint32_t)q & 0xffu) << (8 * (i & 3));
-        }
-        sq += MM_SHFL_XOR(sq, 1);
-        sq += MM_SHFL_XOR(sq, 2);
-        if (act) {
-            *(uint2 *)mm_xswz(xq + 8 * p) = make_uint2(pk[0], pk[1]);
-            if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
-        }
-    }
-    return __syncthreads_or(bad);
+    return __syncthreads_or(
+        mm_quantize_x<1>(xr, n_in, norm_w, scale, (int8_t *)xs, (float2 *)(xs + mvp_round64(n_in))));
 }
 
 /* Stages xin in f32, halves split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 +
@@ -1572,18 +1525,6 @@ MM_UNROLL
     }
 }
 
-/* Asks L2 for row r of the launch's row space (CUDA; a no-op elsewhere). */
-__device__ __forceinline__ void mvp_prefetch_row(const MvJobs &jobs, int64_t r, int64_t row_bytes) {
-#ifndef MM_HIP
-    const int j = mvp_job(jobs, r);
-    const uint8_t *w = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes;
-    for (int64_t off = (int64_t)(threadIdx.x % warpSize) * 128; off < row_bytes; off += (int64_t)warpSize * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
-#else
-    (void)jobs, (void)r, (void)row_bytes;
-#endif
-}
-
 /* k_mvp: for each job J (rows of the concatenated row space, MvJob.row0 ascending, no padding):
  *   y_J[o] (+)= sum_e W_J[o][e] * xin[e] + bias_J[o],   n = 1,
  * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
@@ -1600,7 +1541,7 @@ __device__ __forceinline__ void mvp_prefetch_row(const MvJobs &jobs, int64_t r, 
 template <class F, int UN>
 __global__ void __launch_bounds__(MVP_THREADS)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum, int pfd) {
+          const float *__restrict__ norm_w, float eps, int accum) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
 #if MM_XSWZ_ON
@@ -1617,13 +1558,10 @@ __global__ void __launch_bounds__(MVP_THREADS)
     Raw cur[UN], nxt[UN];
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
     const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
-    /* pfd: rows pfd ahead of the one being loaded are requested into L2 (fewer cycles waited on
-     * DRAM per step without more registers) */
-    for (int i = 1; i <= pfd && r0 + i < r1; i++) mvp_prefetch_row(jobs, r0 + i, row_bytes);
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
-    const float scale = mvp_norm_scale(x, n_in, norm_w, eps, red);
+    const float scale = mm_norm_scale(x, n_in, norm_w, eps, red);
     int bad = 0;
     if (F::F32X)
         mvp_stage_f32(x, n_in, norm_w, scale, xs);
@@ -1666,7 +1604,6 @@ __global__ void __launch_bounds__(MVP_THREADS)
             if (rn < r1) {
                 while (jn + 1 < jobs.n && rn >= jobs.j[jn + 1].row0) jn++;
                 wn = jobs.j[jn].w + (rn - jobs.j[jn].row0) * row_bytes;
-                if (pfd && rn + pfd < r1) mvp_prefetch_row(jobs, rn + pfd, row_bytes);
             }
         }
         if (rn < r1) mvp_load<F, UN>(wn, lane + sn * UN * ws, nunits, nxt);
@@ -1895,7 +1832,6 @@ struct rf_gpu_matmul_ctx {
     int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
-    int mvp_pfd; /* k_mvp's L2 prefetch distance in rows (RF_MM_MVP_PFD; 0: off) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
     struct {
         const void *fn;
@@ -1956,8 +1892,6 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 #endif
     ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
-    ctx->mvp_pfd = getenv("RF_MM_MVP_PFD") ? atoi(getenv("RF_MM_MVP_PFD")) : 0;
-    if (ctx->mvp_pfd < 0 || ctx->mvp_pfd > 8) ctx->mvp_pfd = 0;
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2143,12 +2077,12 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.stream = ctx->stream;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pfd),
+        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum),
                         "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, ctx->mvp_pfd);
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
