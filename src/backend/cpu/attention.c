@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention_simd.h"
 #include "core/dtype.h"
 #include "core/util.h"
 #include "ops.h"
@@ -139,4 +140,47 @@ void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float 
     }
     free(buf);
     free(score);
+}
+
+/* ---- SIMD levels (attention_simd.h) ------------------------------------------------------ */
+
+/* Highest attention level the CPU has: the matmul levels' flags plus F16C (f16 caches). */
+static rf_isa attn_cpu_isa(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        return RF_ISA_SCALAR;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return RF_ISA_AVX512;
+    return RF_ISA_AVX2;
+#else
+    return RF_ISA_SCALAR;
+#endif
+}
+
+const rf_attn_kernels *rf_attn_kernels_at(rf_isa isa) {
+    static rf_attn_kernels tab[3];
+    static rf_isa have;
+    static int ready; /* benign race: every thread computes the same table */
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        rf_attn_kernels k[3];
+        memset(k, 0, sizeof k);
+        const rf_isa h = attn_cpu_isa();
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (h >= RF_ISA_AVX2) rf_attn_kernels_avx2(&k[RF_ISA_AVX2]);
+        if (h >= RF_ISA_AVX512) rf_attn_kernels_avx512(&k[RF_ISA_AVX512]);
+#endif
+        memcpy(tab, k, sizeof tab);
+        have = h;
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    return isa == RF_ISA_SCALAR || isa > have ? NULL : &tab[isa];
+}
+
+void cpu_attention_isa(rf_isa isa, const rf_step *step, const rf_attn_dims *d, const float *q, const void *k_cache,
+                       const void *v_cache, float *out, int64_t begin, int64_t end) {
+    const rf_attn_kernels *k = NULL;
+    for (int i = isa; i > RF_ISA_SCALAR && !k; i--) k = rf_attn_kernels_at((rf_isa)i);
+    (k ? k->attention : cpu_attention)(step, d, q, k_cache, v_cache, out, begin, end);
 }

@@ -1,5 +1,6 @@
 /* The CPU backend: host memory, the reference ops of ops.h, and the fast matmul of matmul.h.
- * Modes: "cpu" uses the fast matmul; "cpu-ref" the exact reference everywhere (the oracle);
+ * Modes: "cpu" uses the fast matmul and the SIMD attention (attention_simd.h); "cpu-ref" the
+ * exact reference everywhere (the oracle);
  * "cpu-ggml" the reference with llama.cpp's CPU roundings (see ggml_rounding.c). */
 #include "cpu_backend.h"
 
@@ -9,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/util.h"
+#include "attention_simd.h"
 #include "matmul.h"
 #include "ops.h"
 #include "runtime/sampler.h"
@@ -125,7 +127,8 @@ typedef struct {
     const float *q;
     const void *k, *v;
     float *out;
-    bool ggml;
+    rf_cpu_mode mode;
+    rf_isa isa;
 } attn_job;
 
 /* First attention row (token t, head h: row t * n_head + h) whose work starts at or after x, where
@@ -154,12 +157,14 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (int t = 0; t < st->n_tokens; t++) work += ((int64_t)st->pos[t] + 1) * n_head;
     const int64_t b = attn_first_row_from(st, n_head, work * ith / nth);
     const int64_t e = attn_first_row_from(st, n_head, work * (ith + 1) / nth);
-    if (b < e) (j->ggml ? cpu_attention_ggml : cpu_attention)(st, j->d, j->q, j->k, j->v, j->out, b, e);
+    if (b >= e) return;
+    if (j->mode == RF_CPU_FAST) cpu_attention_isa(j->isa, st, j->d, j->q, j->k, j->v, j->out, b, e);
+    else (j->mode == RF_CPU_GGML ? cpu_attention_ggml : cpu_attention)(st, j->d, j->q, j->k, j->v, j->out, b, e);
 }
 
 static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims *d, const float *q,
                          const void *k_cache, const void *v_cache, float *out) {
-    attn_job j = {step, d, q, k_cache, v_cache, out, impl_of(be)->mode == RF_CPU_GGML};
+    attn_job j = {step, d, q, k_cache, v_cache, out, impl_of(be)->mode, impl_of(be)->isa};
     rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
 }
 

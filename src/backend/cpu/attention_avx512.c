@@ -1,0 +1,69 @@
+/* attention_avx512.c: the AVX-512 level of the SIMD attention (attention_simd.h): 16 positions
+ * per block, any head_dim (masked loads for the last partial vector of a row). Compiled with
+ * -mavx512f/bw/vl/dq -mavx2 -mfma -mf16c; the dispatcher calls it only on such a CPU. */
+#include <immintrin.h>
+#include <stdint.h>
+
+#define AI static inline __attribute__((always_inline))
+#define W 16
+#define VF __m512
+#define CV 4
+#define SQ 4
+#define HD_OK(hd) ((hd) > 0)
+
+AI __mmask16 mask_n(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+AI VF vzero(void) { return _mm512_setzero_ps(); }
+AI VF vset1(float f) { return _mm512_set1_ps(f); }
+AI VF vload(const float *p) { return _mm512_loadu_ps(p); }
+AI void vstore(float *p, VF v) { _mm512_storeu_ps(p, v); }
+AI VF vload_n(const float *p, int n) { return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask_n(n), p); }
+AI VF vloadh_n(const uint16_t *p, int n) {
+    return _mm512_cvtph_ps(n >= 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(mask_n(n), p));
+}
+AI VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
+AI VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+AI VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+AI VF vdiv(VF a, VF b) { return _mm512_div_ps(a, b); }
+AI VF vfma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+AI VF vmax(VF a, VF b) { return _mm512_max_ps(a, b); }
+AI VF vmin(VF a, VF b) { return _mm512_min_ps(a, b); }
+AI VF vround(VF a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+AI VF vscale2(VF y, VF n) { return _mm512_scalef_ps(y, n); }
+AI float vhmax(VF v) { return _mm512_reduce_max_ps(v); }
+AI float vhsum(VF v) { return _mm512_reduce_add_ps(v); }
+AI VF vkeep(VF v, int n, float fill) { return _mm512_mask_blend_ps(mask_n(n), _mm512_set1_ps(fill), v); }
+
+/* 16 x 16 transpose (unpack 32-bit, unpack 64-bit, then two rounds of 128-bit lane shuffles). */
+AI void vtranspose(VF r[16]) {
+    __m512i t[16], u[16], x[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) x[i] = _mm512_castps_si512(r[i]);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i + j], 128-bit lane L: rows 4i..4i+3, element 4L + j */
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+        const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        x[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+        x[8 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
+        x[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+        x[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] = _mm512_castsi512_ps(x[i]);
+}
+
+#include "backend/cpu/attention_exp.inc"
+#include "backend/cpu/attention_x86.inc"
+
+void rf_attn_kernels_avx512(rf_attn_kernels *k) {
+    k->attention = attention_simd;
+    k->exp = exp_simd;
+}

@@ -1,0 +1,47 @@
+/* attention_simd.h: the SIMD levels of cpu_attention (ops.h), chosen at run time.
+ *
+ * Contract: cpu_attention_isa computes what cpu_attention computes (same arguments, same rows
+ * [begin, end)), at SIMD level isa, lowered to what this CPU supports (RF_ISA_SCALAR, or a level
+ * the CPU lacks, runs cpu_attention itself: the reference). The SIMD levels process a token's
+ * query heads that share one KV head together, so each K/V row is read once for all of them, and
+ * the positions in blocks of one vector width (16 at AVX-512, 8 at AVX2): the block's scores as
+ * one vector (K block transposed in registers), one running-max update per block, a vectorized
+ * exp, then V accumulated with FMAs. f16 caches are widened with F16C.
+ *
+ * Precision: the same f32 arithmetic as the reference in another order (dot products in
+ * partial sums, the softmax sum per lane), and exp from rf_attn_kernels.exp (at most 2 ulp from
+ * expf; results below FLT_MIN may be flushed to 0 at AVX2, where they cannot change an output
+ * by more than 1e-38 relative to the largest weight, which is 1). Measured against cpu_attention
+ * in tests/test_cpu_attention.c: relative L2 <= 1e-6, per element within 1e-5 of max |V|.
+ * NaN/inf: a NaN score (NaN in q or K) makes the whole output row NaN, as in the reference. A
+ * score of -inf gets weight 0 unless every score up to the end of its block is -inf as well (the
+ * row then is NaN; the reference gives NaN when the first position's score is -inf).
+ * AVX2 handles head_dim % 8 == 0 and hands other sizes to the reference; AVX-512 takes any. */
+#ifndef RF_ATTENTION_SIMD_H
+#define RF_ATTENTION_SIMD_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/matmul.h"
+
+typedef void rf_attn_fn(const rf_step *step, const rf_attn_dims *d, const float *q, const void *k_cache,
+                        const void *v_cache, float *out, int64_t begin, int64_t end);
+
+typedef struct {
+    rf_attn_fn *attention;
+    /* y[i] = exp(x[i]) for i < n (y may alias x): the level's vectorized expf (for tests). */
+    void (*exp)(const float *x, float *y, int64_t n);
+} rf_attn_kernels;
+
+/* Fill k for their level; only called once the CPU is known to have it (with F16C). */
+void rf_attn_kernels_avx2(rf_attn_kernels *k);
+void rf_attn_kernels_avx512(rf_attn_kernels *k);
+
+/* The kernels of exactly level isa; NULL at the scalar level and for a level the CPU lacks. */
+const rf_attn_kernels *rf_attn_kernels_at(rf_isa isa);
+
+void cpu_attention_isa(rf_isa isa, const rf_step *step, const rf_attn_dims *d, const float *q, const void *k_cache,
+                       const void *v_cache, float *out, int64_t begin, int64_t end);
+
+#endif

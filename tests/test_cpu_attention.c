@@ -1,0 +1,322 @@
+/* The SIMD attention levels (attention_simd.h) against the scalar reference cpu_attention, at
+ * every level this CPU has (a level it lacks is a SKIP): random q/K/V over head_dim 64, 80, 96,
+ * 128, 40, 36 (not a multiple of 8: the AVX2 level hands it to the reference, AVX-512 masks),
+ * visible lengths 1, 7, 33, 200, 1000, GQA groups 1, 4, 8, f32 and f16 caches, two sequences in
+ * a paged cache with shuffled blocks of 32, 16 or 7 slots (unwritten slots hold NaN, so a read of
+ * one shows), causal prompts (every position of a sequence in the batch) and decode-like tails,
+ * the rows cut into 1-3 ranges at random places (as the thread split does, GQA groups cut too;
+ * the result must be bit-identical to one uncut call).
+ * Edge cases: scores around 1e3 (exp without the max subtracted would overflow), a position whose
+ * score is -inf, NaN in q (that row all NaN), NaN in V (that dimension NaN).
+ *
+ * Tolerance: with M = max |V| over the cache, every element |got - ref| <= 1e-5 * M, and over
+ * the whole output relative L2 <= 1e-5 (measured worst on random cases, printed with
+ * RF_TEST_VERBOSE=1: ~1e-7 and ~1e-6 respectively; both are f32 arithmetic in another order).
+ * NaN must appear exactly where the reference has NaN. For scores of ~1e3 an f32 rounding of a
+ * score is ~1e-4 absolute, which moves weights by ~1e-4 relative: there the bounds are 1e-3.
+ * The vectorized exp of each level: at most 2 ulp from libm expf over [-104, 89] and exact
+ * special values. RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu/attention_simd.h"
+#include "backend/cpu/ops.h"
+#include "core/dtype.h"
+#include "core/util.h"
+#include "test.h"
+
+enum { EDGE_NONE, EDGE_LARGE, EDGE_NEGINF, EDGE_NAN_Q, EDGE_NAN_V };
+static const char *edge_name[] = {"random", "large scores", "-inf score", "NaN in q", "NaN in V"};
+
+static double worst_abs[3], worst_l2[3]; /* per level, random cases only (scaled by M) */
+static int verbose;
+
+static void fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = test_randf(lo, hi);
+}
+
+/* The cache as stored: f32 as is, or rounded to f16 (NaN and inf stay). */
+static void *kv_pack(const float *x, uint32_t kvt, size_t n) {
+    if (kvt == RF_TYPE_F32) {
+        float *o = malloc(4 * n);
+        memcpy(o, x, 4 * n);
+        return o;
+    }
+    uint16_t *o = malloc(2 * n);
+    for (size_t i = 0; i < n; i++) o[i] = rf_fp32_to_fp16(x[i]);
+    return o;
+}
+
+/* Sequences of lengths len[0..n_seq); the batch holds the last tail[s] positions of sequence s,
+ * tokens of the sequences interleaved. */
+static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail, int n_seq, uint32_t kvt,
+                     int edge) {
+    int max_len = 0, n_tok = 0;
+    for (int s = 0; s < n_seq; s++) {
+        max_len = len[s] > max_len ? len[s] : max_len;
+        n_tok += tail[s];
+    }
+    const int max_blocks = (max_len + bsz - 1) / bsz, n_blocks = max_blocks * n_seq + 3;
+    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, n_slots = (size_t)n_blocks * bsz;
+    int *perm = malloc(sizeof(int) * (size_t)n_blocks);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = test_randint(0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int32_t *bt = malloc(sizeof(int32_t) * (size_t)n_seq * max_blocks);
+    for (int i = 0; i < n_seq * max_blocks; i++) bt[i] = perm[i];
+    float *kc = malloc(4 * n_slots * kvd), *vc = malloc(4 * n_slots * kvd);
+    for (size_t i = 0; i < n_slots * kvd; i++) kc[i] = vc[i] = NAN;
+    for (int s = 0; s < n_seq; s++)
+        for (int p = 0; p < len[s]; p++) {
+            size_t sl = (size_t)bt[s * max_blocks + p / bsz] * bsz + p % bsz;
+            fill(kc + sl * kvd, kvd, -1, 1);
+            fill(vc + sl * kvd, kvd, -1, 1);
+        }
+    int32_t *pos = malloc(4 * (size_t)n_tok), *seq_row = malloc(4 * (size_t)n_tok);
+    int t = 0;
+    for (int r = 0; t < n_tok; r++)
+        for (int s = 0; s < n_seq; s++)
+            if (r < tail[s]) {
+                pos[t] = len[s] - tail[s] + r;
+                seq_row[t++] = s;
+            }
+    float *q = malloc(4 * (size_t)n_tok * qd);
+    fill(q, (size_t)n_tok * qd, -2, 2);
+    const int group = n_head / n_kv;
+    if (edge == EDGE_LARGE)
+        for (size_t i = 0; i < (size_t)n_tok * qd; i++) q[i] *= 500.0f;
+    if (edge == EDGE_NEGINF) { /* K[p = len/2, head 0][0] = -inf with q[., heads of group 0][0] > 0 */
+        const int p = len[0] / 2;
+        kc[((size_t)bt[p / bsz] * bsz + p % bsz) * kvd] = -INFINITY;
+        for (int i = 0; i < n_tok; i++)
+            for (int h = 0; h < group; h++) q[(size_t)i * qd + (size_t)h * hd] = test_randf(0.5f, 2.0f);
+    }
+    if (edge == EDGE_NAN_Q) q[(size_t)(n_tok - 1) * qd + (size_t)(n_head - 1) * hd + hd - 1] = NAN;
+    if (edge == EDGE_NAN_V) vc[(size_t)bt[0] * bsz * kvd + 3] = NAN; /* sequence 0, position 0, dim 3 */
+    void *kcs = kv_pack(kc, kvt, n_slots * kvd), *vcs = kv_pack(vc, kvt, n_slots * kvd);
+    const size_t n_out = (size_t)n_tok * qd;
+    float *ref = malloc(4 * n_out), *got = malloc(4 * n_out);
+    rf_step st = {.n_tokens = n_tok, .n_seq_rows = n_seq, .max_blocks = max_blocks, .block_size = bsz,
+                  .max_pos = max_len - 1, .pos = pos, .seq_row = seq_row, .block_table = bt};
+    rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
+    const int64_t rows = (int64_t)n_tok * n_head;
+    cpu_attention(&st, &dims, q, kcs, vcs, ref, 0, rows);
+    double vmax = 0;
+    for (int s = 0; s < n_seq; s++)
+        for (int p = 0; p < len[s]; p++) {
+            size_t sl = (size_t)bt[s * max_blocks + p / bsz] * bsz + p % bsz;
+            for (size_t i = 0; i < kvd; i++)
+                if (!isnan(vc[sl * kvd + i])) vmax = fmax(vmax, fabs(vc[sl * kvd + i]));
+        }
+    const double tol = edge == EDGE_LARGE ? 1e-3 : 1e-5;
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (!k) continue;
+        for (size_t i = 0; i < n_out; i++) got[i] = -77.0f; /* poison: every output is written */
+        /* 1-3 ranges of rows, cut anywhere */
+        int64_t cut[4] = {0, rows, rows, rows};
+        const int n_parts = test_randint(1, 3);
+        for (int i = 1; i < n_parts; i++) cut[i] = test_randint((int)cut[i - 1], (int)rows);
+        for (int i = 0; i < n_parts; i++)
+            if (cut[i] < cut[i + 1]) k->attention(&st, &dims, q, kcs, vcs, got, cut[i], cut[i + 1]);
+        double num = 0, den = 0, wabs = 0;
+        size_t n_nan_bad = 0, n_bad = 0, first_bad = 0;
+        for (size_t i = 0; i < n_out; i++) {
+            if (isnan(ref[i]) || isnan(got[i])) {
+                if (isnan(ref[i]) != isnan(got[i]) && n_nan_bad++ == 0) first_bad = i;
+                continue;
+            }
+            const double e = fabs((double)got[i] - ref[i]);
+            num += e * e;
+            den += (double)ref[i] * ref[i];
+            wabs = fmax(wabs, e);
+            if (!(e <= tol * vmax) && n_bad++ == 0 && !n_nan_bad) first_bad = i;
+        }
+        const double l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+        char what[200];
+        snprintf(what, sizeof what, "%s %s: heads %d/%d hd %d bsz %d len %d/%d tokens %d kv %s", rf_isa_name((rf_isa)isa),
+                 edge_name[edge], n_head, n_kv, hd, bsz, len[0], n_seq > 1 ? len[1] : 0, n_tok,
+                 kvt == RF_TYPE_F16 ? "f16" : "f32");
+        CHECK(n_nan_bad == 0 && n_bad == 0 && l2 <= tol, "%s: %zu NaN mismatches, %zu over %.0e * %.3g, rel L2 %.3g (first: [%zu] %.9g vs %.9g)",
+              what, n_nan_bad, n_bad, tol, vmax, l2, first_bad, got[first_bad], ref[first_bad]);
+        /* batch invariance: the same bits whatever the cut (each head's arithmetic does not
+         * depend on the heads processed with it) */
+        float *one = malloc(4 * n_out);
+        k->attention(&st, &dims, q, kcs, vcs, one, 0, rows);
+        CHECK(!memcmp(one, got, 4 * n_out), "%s: result depends on how the rows were cut (%d parts)", what, n_parts);
+        free(one);
+        if (edge == EDGE_NONE) {
+            worst_abs[isa] = fmax(worst_abs[isa], vmax > 0 ? wabs / vmax : wabs);
+            worst_l2[isa] = fmax(worst_l2[isa], l2);
+        }
+        if (edge == EDGE_LARGE) {
+            size_t nf = 0;
+            for (size_t i = 0; i < n_out; i++) nf += !isfinite(got[i]);
+            CHECK(nf == 0, "%s: %zu non-finite outputs", what, nf);
+        }
+        if (edge == EDGE_NAN_Q) {
+            size_t nn = 0;
+            for (int i = 0; i < hd; i++) nn += isnan(got[n_out - (size_t)hd + (size_t)i]);
+            CHECK(nn == (size_t)hd, "%s: %zu of %d NaN in the row of the NaN query", what, nn, hd);
+        }
+    }
+    free(perm);
+    free(bt);
+    free(kc);
+    free(vc);
+    free(pos);
+    free(seq_row);
+    free(q);
+    free(kcs);
+    free(vcs);
+    free(ref);
+    free(got);
+}
+
+static void test_random(void) {
+    static const int hds[] = {64, 80, 96, 128, 40, 36};
+    static const int lens[] = {1, 7, 33, 200, 1000};
+    static const int groups[] = {1, 4, 8};
+    static const int bszs[] = {32, 16, 7};
+    int ci = 0;
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t b = 0; b < sizeof lens / sizeof lens[0]; b++)
+            for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++)
+                for (int f16 = 0; f16 < 2; f16++, ci++) {
+                    const int L = lens[b];
+                    /* sequence 0: a causal prompt up to 200 positions, else a tail of 5; sequence 1:
+                     * about 2/3 as long, decode-like tail of up to 3 */
+                    const int len[2] = {L, L * 2 / 3 > 0 ? L * 2 / 3 : 1};
+                    const int tail[2] = {L <= 200 ? L : 5, len[1] < 3 ? len[1] : 3};
+                    run_case(2 * groups[c], 2, hds[a], bszs[ci % 3], len, tail, 2, f16 ? RF_TYPE_F16 : RF_TYPE_F32,
+                             EDGE_NONE);
+                }
+}
+
+static void test_edges(void) {
+    for (int f16 = 0; f16 < 2; f16++) {
+        const uint32_t kvt = f16 ? RF_TYPE_F16 : RF_TYPE_F32;
+        for (int edge = EDGE_LARGE; edge <= EDGE_NAN_V; edge++) {
+            const int len[2] = {45, 20}, tail[2] = {45, 2};
+            run_case(8, 2, 64, 32, len, tail, 2, kvt, edge);
+            run_case(4, 4, 40, 16, len, tail, 2, kvt, edge);
+            const int len1[1] = {1000}, tail1[1] = {3};
+            run_case(8, 1, 128, 32, len1, tail1, 1, kvt, edge);
+        }
+    }
+}
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void test_exp(void) {
+    enum { N = 1 << 16 };
+    float *x = malloc(4 * N), *y = malloc(4 * N);
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (!k) continue;
+        uint32_t worst = 0;
+        float worst_x = 0;
+        for (int round = 0; round < 8; round++) {
+            for (int i = 0; i < N; i++)
+                x[i] = round == 0 ? -104.0f + 193.0f * (float)i / N : round < 4 ? test_randf(-104, 89) : test_randf(-2, 0.5f);
+            k->exp(x, y, N - round); /* odd lengths: the tail */
+            for (int i = 0; i < N - round; i++) {
+                const float e = expf(x[i]);
+                const uint32_t a = fbits(y[i]), b = fbits(e), d = a > b ? a - b : b - a;
+                if (d > worst) worst = d, worst_x = x[i];
+            }
+        }
+        CHECK(worst <= 2, "%s exp: %u ulp from expf at x = %.9g", rf_isa_name((rf_isa)isa), worst, worst_x);
+        if (verbose) printf("%s exp: worst %u ulp (x = %.9g)\n", rf_isa_name((rf_isa)isa), worst, worst_x);
+        const float sx[] = {0.0f, -INFINITY, INFINITY, NAN, -1000.0f, 1000.0f, 88.72f, -87.5f, -103.9f, -0.0f};
+        float sy[10];
+        k->exp(sx, sy, 10);
+        int ok = 1;
+        for (int i = 0; i < 10; i++) {
+            const float e = expf(sx[i]);
+            ok &= isnan(e) ? isnan(sy[i]) : (isinf(e) || e == 0 || i == 0 || i == 9) ? sy[i] == e : fabsf(sy[i] - e) <= 2e-7f * e + 1e-44f;
+        }
+        CHECK(ok, "%s exp: special values (exp(0) = 1, -inf -> 0, inf -> inf, NaN, overflow, underflow)", rf_isa_name((rf_isa)isa));
+    }
+    free(x);
+    free(y);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* A prompt of n tokens of one sequence (positions 0..n-1), 32 heads / 8 KV heads, hd 64: the
+ * 1B model's attention for one layer, on one thread. */
+static void time_prompt(int n, uint32_t kvt) {
+    const int n_head = 32, n_kv = 8, hd = 64, bsz = 32, mb = (n + bsz - 1) / bsz;
+    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd;
+    float *kc = malloc(4 * (size_t)mb * bsz * kvd), *vc = malloc(4 * (size_t)mb * bsz * kvd);
+    fill(kc, (size_t)mb * bsz * kvd, -1, 1);
+    fill(vc, (size_t)mb * bsz * kvd, -1, 1);
+    void *kcs = kv_pack(kc, kvt, (size_t)mb * bsz * kvd), *vcs = kv_pack(vc, kvt, (size_t)mb * bsz * kvd);
+    float *q = malloc(4 * (size_t)n * qd), *out = malloc(4 * (size_t)n * qd);
+    fill(q, (size_t)n * qd, -2, 2);
+    int32_t *pos = malloc(4 * (size_t)n), *seq = calloc((size_t)n, 4), *bt = malloc(4 * (size_t)mb);
+    for (int i = 0; i < n; i++) pos[i] = i;
+    for (int i = 0; i < mb; i++) bt[i] = i;
+    rf_step st = {.n_tokens = n, .n_seq_rows = 1, .max_blocks = mb, .block_size = bsz, .max_pos = n - 1, .pos = pos,
+                  .seq_row = seq, .block_table = bt};
+    rf_attn_dims dims = {n_head, n_kv, hd, 0.125f, kvt};
+    for (int isa = RF_ISA_SCALAR; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (isa != RF_ISA_SCALAR && !k) continue;
+        double best = 1e9;
+        for (int rep = 0; rep < 5; rep++) {
+            const double t0 = now_s();
+            (k ? k->attention : cpu_attention)(&st, &dims, q, kcs, vcs, out, 0, (int64_t)n * n_head);
+            best = fmin(best, now_s() - t0);
+        }
+        printf("prompt %d kv %s %s: %.3f ms per layer (1 thread, best of 5)\n", n, kvt == RF_TYPE_F16 ? "f16" : "f32",
+               rf_isa_name((rf_isa)isa), best * 1e3);
+    }
+    free(kc);
+    free(vc);
+    free(kcs);
+    free(vcs);
+    free(q);
+    free(out);
+    free(pos);
+    free(seq);
+    free(bt);
+}
+
+int main(void) {
+    verbose = getenv("RF_TEST_VERBOSE") != NULL;
+    int n_levels = 0;
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        if (rf_attn_kernels_at((rf_isa)isa)) n_levels++;
+        else SKIP("attention level %s: this CPU lacks it", rf_isa_name((rf_isa)isa));
+    }
+    printf("SIMD attention levels on this CPU: %d\n", n_levels);
+    test_exp();
+    test_random();
+    test_edges();
+    if (verbose) {
+        for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++)
+            if (rf_attn_kernels_at((rf_isa)isa))
+                printf("%s random cases: worst |err| / max|V| %.3g, worst rel L2 %.3g\n", rf_isa_name((rf_isa)isa),
+                       worst_abs[isa], worst_l2[isa]);
+        for (int f16 = 0; f16 < 2; f16++) {
+            time_prompt(64, f16 ? RF_TYPE_F16 : RF_TYPE_F32);
+            time_prompt(512, f16 ? RF_TYPE_F16 : RF_TYPE_F32);
+        }
+    }
+    return test_finish();
+}
