@@ -3,8 +3,11 @@
  *   bench_gpu_matmul [iters] [quick|ab]
  *
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
- * GB/s of three contexts: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), k_mvp
- * without programmatic dependent launch (RF_MM_PDL=0), and the default (k_mvp + PDL on CUDA).
+ * GB/s of: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), the default context
+ * (k_mvp + PDL on CUDA) on the GGUF layout, and the same after rf_gpu_mm_repack (X8 layouts of
+ * Q4_0 / Q8_0; the other types are left as they are, so that column repeats the second).
+ * one TYPE N_OUT N_IN: n = 1 calls of the default context on a repacked weight (for a profiler;
+ * RF_MM_REPACK=0: the GGUF layout).
  *
  * Matvec (n = 1, 2, 8): GB/s of weight bytes (weight bytes / median time per call), weights
  * rotated among enough copies (>= 256 MB together) that they are not served from L2.
@@ -99,8 +102,8 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    rf_gpu_matmul_ctx *ctx[3] = {ctx_env("RF_MM_MVP", "0"), ctx_env("RF_MM_PDL", "0"), ctx_env(NULL, NULL)};
-    if (!ctx[0] || !ctx[1] || !ctx[2]) {
+    rf_gpu_matmul_ctx *ctx[2] = {ctx_env("RF_MM_MVP", "0"), ctx_env(NULL, NULL)};
+    if (!ctx[0] || !ctx[1]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
     }
@@ -113,7 +116,7 @@ static int run_ab(int iters) {
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
     printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp",
-           "mvp+pdl", "2-kernel", "mvp", "mvp+pdl");
+           "repacked", "2-kernel", "mvp", "repacked");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
@@ -126,8 +129,11 @@ static int run_ab(int iters) {
             {
                 const int n = 1;
                 double ms[3];
-                for (int k = 0; k < 3; k++)
+                for (int k = 0; k < 2; k++)
                     ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
+                uint32_t pt = type;
+                for (int c = 0; c < copies; c++) rf_gpu_mm_repack(ctx[1], type, dw[c], n_out, n_in, &pt);
+                ms[2] = rf_gpu_mm_time(ctx[1], pt, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
                 printf("%-6s %5lldx%-6lld %2d | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f\n", rf_type_name(type), (long long)n_out,
                        (long long)n_in, n, (double)bytes / (ms[0] * 1e6), (double)bytes / (ms[1] * 1e6),
                        (double)bytes / (ms[2] * 1e6), ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3);
@@ -136,7 +142,7 @@ static int run_ab(int iters) {
         }
     rf_gpu_mm_dfree(dx);
     rf_gpu_mm_dfree(dy);
-    for (int k = 0; k < 3; k++) rf_gpu_matmul_free(ctx[k]);
+    for (int k = 0; k < 2; k++) rf_gpu_matmul_free(ctx[k]);
     return 0;
 }
 
@@ -170,7 +176,9 @@ int main(int argc, char **argv) {
         float *hx = malloc(sizeof(float) * (size_t)n_in);
         for (int64_t i = 0; i < n_in; i++) hx[i] = randf();
         rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)n_in);
-        const double ms = rf_gpu_mm_time(c, type, (const void *const *)dw, 1, n_out, n_in, dx, 1, dy, iters);
+        uint32_t pt = type;
+        rf_gpu_mm_repack(c, type, dw[0], n_out, n_in, &pt);
+        const double ms = rf_gpu_mm_time(c, pt, (const void *const *)dw, 1, n_out, n_in, dx, 1, dy, iters);
         printf("%s %lldx%lld n=1: %.2f us, %.1f GB/s\n", argv[3], (long long)n_out, (long long)n_in, ms * 1e3,
                (double)bytes / (ms * 1e6));
         free(hx);

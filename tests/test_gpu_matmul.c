@@ -18,6 +18,9 @@
  *    tol = 1e-2 in tests/test_matmul.c) but it is a bound, not a statistical guess.
  *    Non-finite x (n = 1, 2, 3, 33): a NaN in a column makes that whole output column NaN; an inf
  *    gives exactly the oracle's inf / NaN per output (the int8 path recomputes such a column in f32).
+ *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 rearranged on the device) run the same checks: the
+ *    weight is uploaded in GGUF order, repacked in place, and compared with the same oracle; the
+ *    host decoders of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
  * 3. Errors: unsupported type and bad n_in return -1.
  * Without a GPU (or a build without a GPU toolchain) the device checks SKIP with a count. */
 #include <math.h>
@@ -36,6 +39,18 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
                                  RF_TYPE_Q5_0, RF_TYPE_Q5_1, RF_TYPE_Q8_0, RF_TYPE_Q2_K,   RF_TYPE_Q3_K,
                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+#define X8 RF_GPU_MM_X8
+/* The GGUF type of a test type (X8 variants: the type they are repacked from). */
+static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
+/* Test-type names: "q4_0/x8" for the repacked variants. */
+static const char *tname(uint32_t t) {
+    static char buf[4][32];
+    static int k;
+    if (!(t & X8)) return rf_type_name(t);
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/x8", rf_type_name(base_type(t)));
+    return buf[k];
+}
 
 static void put_f16(uint8_t *p, float f) {
     uint16_t h = rf_fp32_to_fp16(f);
@@ -118,6 +133,44 @@ static void test_host_decode(void) {
     }
 }
 
+/* X8: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows; types or
+ * shapes without an X8 form are refused (0). */
+static void test_host_decode_x8(void) {
+    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0};
+    for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
+        const uint32_t type = XT[t];
+        const int64_t n_in = 256 * test_randint(1, 5);
+        uint64_t rb = 0;
+        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        uint8_t *row = malloc(rb), *pk = malloc(rb);
+        float *ref = malloc(sizeof(float) * (size_t)n_in), *got = malloc(sizeof(float) * (size_t)n_in);
+        int bad = -1;
+        for (int rep = 0; rep < 20 && bad < 0; rep++) {
+            make_weights(type, 1, n_in, row);
+            rf_dequantize_row(type, row, ref, n_in);
+            memset(pk, 0xAB, rb);
+            const uint32_t xt = rf_gpu_mm_host_repack(type, row, pk, n_in);
+            if (xt != (type | X8)) {
+                bad = -2;
+                break;
+            }
+            for (int64_t i = 0; i < n_in; i++) got[i] = NAN;
+            rf_gpu_mm_host_decode(xt, pk, n_in, got, 0);
+            for (int64_t i = 0; i < n_in && bad < 0; i++)
+                if (memcmp(&got[i], &ref[i], 4)) bad = (int)i;
+        }
+        CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | X8), (long long)n_in,
+              bad == -2 ? "repack refused" : "element", bad);
+        CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
+        free(row);
+        free(pk);
+        free(ref);
+        free(got);
+    }
+    uint8_t b[300] = {0}, o[300];
+    CHECK(rf_gpu_mm_host_repack(RF_TYPE_Q4_K, b, o, 256) == 0, "q4_K has no X8 form");
+}
+
 /* Worst-case error of the int8-activation rounding for one output: sum_i |w_i| * d_b(i) / 2,
  * d_b = max_{j in block b} |x_j| / 127 over 32-element blocks of x (matmul_gpu.h). */
 static double q8_bound(const float *w, const double *x, int64_t n_in) {
@@ -136,25 +189,27 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
 /* Host check of the int8-activation unit layouts (rf_gpu_mm_host_qdot) against the double oracle
  * with the int8 rounding bound (no GPU needed). */
 static void test_host_qdot(void) {
-    static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0, RF_TYPE_Q5_1,
-                                  RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K};
+    static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0, RF_TYPE_Q5_1,   RF_TYPE_Q8_0,
+                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
-        const uint32_t type = QT[t];
+        const uint32_t type = QT[t], bt = base_type(type);
         const int64_t n_in = 768;
         uint64_t rb = 0;
-        rf_row_bytes(type, (uint64_t)n_in, &rb);
-        uint8_t *row = malloc(rb + 16);
+        rf_row_bytes(bt, (uint64_t)n_in, &rb);
+        uint8_t *row = malloc(rb + 16), *pk = malloc(rb + 16);
         float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * (size_t)n_in);
         double *xd = malloc(sizeof(double) * (size_t)n_in);
         double worst = 0;
         int rc = 0;
         for (int rep = 0; rep < 40 && rc == 0; rep++) {
-            uint8_t *r = row + 2 * (rep % 2 && rf_type_get(type)->block_bytes % 4 ? 1 : 0); /* 2-byte offset rows */
-            make_weights(type, 1, n_in, r);
-            rf_dequantize_row(type, r, wf, n_in);
+            /* 2-byte offset rows where the layout allows them (X8 rows are 16-byte aligned) */
+            uint8_t *r = row + 2 * (rep % 2 && !(type & X8) && rf_type_get(bt)->block_bytes % 4 ? 1 : 0);
+            make_weights(bt, 1, n_in, r);
+            rf_dequantize_row(bt, r, wf, n_in);
+            if (type & X8) r = rf_gpu_mm_host_repack(bt, r, pk, n_in) == type ? pk : NULL;
             for (int64_t i = 0; i < n_in; i++) xd[i] = x[i] = gauss() * (rep % 3 ? 1.0f : 100.0f);
             double got = 0, ref = 0, mag = 0;
-            rc = rf_gpu_mm_host_qdot(type, r, n_in, x, &got);
+            rc = r ? rf_gpu_mm_host_qdot(type, r, n_in, x, &got) : -1;
             for (int64_t i = 0; i < n_in; i++) {
                 ref += (double)wf[i] * xd[i];
                 mag += fabs((double)wf[i] * xd[i]);
@@ -162,8 +217,9 @@ static void test_host_qdot(void) {
             const double e = fabs(got - ref) / (1e-5 * mag + 1.01 * q8_bound(wf, xd, n_in) + 1e-30);
             if (!(e <= worst)) worst = e;
         }
-        CHECK(rc == 0 && worst <= 1.0, "host int8 dot %s: rc %d, worst error %.3g x bound", rf_type_name(type), rc, worst);
+        CHECK(rc == 0 && worst <= 1.0, "host int8 dot %s: rc %d, worst error %.3g x bound", tname(type), rc, worst);
         free(row);
+        free(pk);
         free(wf);
         free(x);
         free(xd);
@@ -175,17 +231,43 @@ typedef struct {
     int has_cublas;
 } gpu_env;
 
+/* Device copy of `rows` GGUF rows w of base_type(type) (+ the weight padding); X8 test types are
+ * then repacked on the device (the call must report the X8 type). NULL + a failed check on error. */
+static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t rows, int64_t n_in) {
+    uint64_t rb = 0;
+    rf_row_bytes(base_type(type), (uint64_t)n_in, &rb);
+    const size_t bytes = (size_t)(rb * (uint64_t)rows);
+    void *dw = rf_gpu_mm_alloc(bytes + RF_GPU_WEIGHT_PAD);
+    if (!dw || rf_gpu_mm_upload(dw, w, bytes) || rf_gpu_mm_fill((uint8_t *)dw + bytes, 0, RF_GPU_WEIGHT_PAD)) {
+        CHECK(0, "weight upload: %s", rf_last_error());
+        rf_gpu_mm_dfree(dw);
+        return NULL;
+    }
+    if (type & X8) {
+        uint32_t got = 0;
+        const int rc = rf_gpu_mm_repack(env->ctx, base_type(type), dw, rows, n_in, &got);
+        CHECK(rc == 0 && got == type, "repack %s %lldx%lld: rc %d, type %s (%s)", tname(type), (long long)rows,
+              (long long)n_in, rc, tname(got), rc ? rf_last_error() : "");
+        if (rc || got != type) {
+            rf_gpu_mm_dfree(dw);
+            return NULL;
+        }
+    }
+    return dw;
+}
+
 /* One (type, shape) case: all n, bias on/off, every GEMM path. */
 static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) {
     static const int NS[] = {1, 2, 7, 16, 17, 33, 100};
     const int NMAX = 100;
+    const uint32_t bt = base_type(type);
     uint64_t rb = 0;
-    rf_row_bytes(type, (uint64_t)n_in, &rb);
+    rf_row_bytes(bt, (uint64_t)n_in, &rb);
     const size_t wbytes = (size_t)(rb * (uint64_t)n_out);
     uint8_t *w = malloc(wbytes);
-    make_weights(type, n_out, n_in, w);
+    make_weights(bt, n_out, n_in, w);
     float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
-    for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(type, w + o * rb, wf + o * n_in, n_in);
+    for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(bt, w + o * rb, wf + o * n_in, n_in);
     /* +1 float so that x + 1 can be used as a misaligned x */
     float *x = malloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
     for (int64_t i = 0; i < NMAX * n_in + 1; i++) x[i] = gauss();
@@ -195,7 +277,7 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
     double *ref = malloc(sizeof(double) * (size_t)(NMAX * n_out)), *mag = malloc(sizeof(double) * (size_t)(NMAX * n_out));
     double *qbd = malloc(sizeof(double) * (size_t)(2 * n_out)), *xdbl = malloc(sizeof(double) * (size_t)n_in);
 
-    void *dw = rf_gpu_mm_alloc(wbytes + RF_GPU_WEIGHT_PAD);
+    void *dw = upload_w(env, type, w, n_out, n_in);
     float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_in + 1));
     float *db = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
     float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * n_out));
@@ -203,7 +285,6 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
         CHECK(0, "device allocation: %s", rf_last_error());
         goto done;
     }
-    rf_gpu_mm_upload(dw, w, wbytes);
     rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)(NMAX * n_in + 1));
     rf_gpu_mm_upload(db, bias, sizeof(float) * (size_t)n_out);
 
@@ -232,14 +313,14 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
             const int npath = gemm ? 1 + env->has_cublas : 1;
             for (int path = 0; path < npath; path++) {
                 rf_gpu_mm_force_tiled(env->ctx, path);
-                const int f16 = gemm && env->has_cublas && !path && type != RF_TYPE_F32;
+                const int f16 = gemm && env->has_cublas && !path && bt != RF_TYPE_F32;
                 const double tol = f16 ? 2e-3 : 1e-4;
                 for (int use_bias = 0; use_bias <= 1; use_bias++) {
                     rf_gpu_mm_fill(dy, 0xff, sizeof(float) * (size_t)(n * n_out));
                     int rc = rf_gpu_matmul(env->ctx, type, dw, n_out, n_in, dx + xoff, n, use_bias ? db : NULL, dy);
                     if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
                     if (rc) {
-                        CHECK(0, "%s %lldx%lld n=%d: %s", rf_type_name(type), (long long)n_out, (long long)n_in, n,
+                        CHECK(0, "%s %lldx%lld n=%d: %s", tname(type), (long long)n_out, (long long)n_in, n,
                               rf_last_error());
                         continue;
                     }
@@ -258,7 +339,7 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
                     }
                     CHECK(worst <= 1.0, "%s %lldx%lld n=%d bias=%d xoff=%d path=%s: worst error %.3g x tolerance "
                           "at %lld (got %g want %g)",
-                          rf_type_name(type), (long long)n_out, (long long)n_in, n, use_bias, xoff,
+                          tname(type), (long long)n_out, (long long)n_in, n, use_bias, xoff,
                           gemm ? rf_gpu_mm_gemm_path(env->ctx) : "matvec", worst, (long long)worst_i,
                           worst_i >= 0 ? y[worst_i] : 0.0, worst_i >= 0 ? ref[worst_i] : 0.0);
                 }
@@ -293,7 +374,7 @@ static void test_case(gpu_env *env, uint32_t type, int64_t n_out, int64_t n_in) 
                 const float g = y[(int64_t)(n - 1) * n_out + o];
                 if (isnan(s) ? !isnan(g) : (g != (float)s)) bad = 1;
             }
-            CHECK(!bad, "%s %lldx%lld n=%d path=%s: non-finite x not propagated", rf_type_name(type), (long long)n_out,
+            CHECK(!bad, "%s %lldx%lld n=%d path=%s: non-finite x not propagated", tname(type), (long long)n_out,
                   (long long)n_in, n, n > RF_GPU_MATVEC_MAX_N ? rf_gpu_mm_gemm_path(env->ctx) : "matvec");
             free(xn);
         }
@@ -323,8 +404,9 @@ done:
  * magnitude including |bias| and |old y|. Then NaN: a NaN in row 0 of x makes every output of
  * row 0 NaN when the norm is on (the row's scale is NaN); a NaN in y stays NaN with accumulate. */
 static void test_ex(gpu_env *env) {
-    static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_Q4_0,
-                                   RF_TYPE_BF16, RF_TYPE_F32, RF_TYPE_Q5_K, RF_TYPE_IQ4_XS};
+    static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
+                                   RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
+                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
     static const int NS[] = {1, 2, 5, 33};
     const int64_t n_in = 512;
@@ -344,12 +426,13 @@ static void test_ex(gpu_env *env) {
             types[i] = EXT[test_randint(0, NE - 1)];
             if (i == 1 && trial % 4 == 0) types[i] = types[0]; /* same-type outputs */
             nout[i] = test_randint(1, 300);
+            const uint32_t bt = base_type(types[i]);
             uint64_t rb = 0;
-            rf_row_bytes(types[i], (uint64_t)n_in, &rb);
+            rf_row_bytes(bt, (uint64_t)n_in, &rb);
             w[i] = malloc(rb * (uint64_t)nout[i]);
-            make_weights(types[i], nout[i], n_in, w[i]);
+            make_weights(bt, nout[i], n_in, w[i]);
             wf[i] = malloc(sizeof(float) * (size_t)(nout[i] * n_in));
-            for (int64_t o = 0; o < nout[i]; o++) rf_dequantize_row(types[i], w[i] + o * rb, wf[i] + o * n_in, n_in);
+            for (int64_t o = 0; o < nout[i]; o++) rf_dequantize_row(bt, w[i] + o * rb, wf[i] + o * n_in, n_in);
             const int has_bias = test_randint(0, 1);
             bias[i] = NULL;
             db[i] = NULL;
@@ -362,8 +445,7 @@ static void test_ex(gpu_env *env) {
             y0[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             y[i] = malloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             for (int64_t k = 0; k < NMAX * nout[i]; k++) y0[i][k] = accumulate ? gauss() : NAN;
-            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i] + RF_GPU_WEIGHT_PAD);
-            rf_gpu_mm_upload(dw[i], w[i], rb * (uint64_t)nout[i]);
+            dw[i] = upload_w(env, types[i], w[i], nout[i], n_in);
             dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)(NMAX * nout[i]));
             rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)(NMAX * nout[i]));
             outs[i].type = types[i];
@@ -421,7 +503,7 @@ static void test_ex(gpu_env *env) {
                     }
                 }
             CHECK(worst <= 1.0, "matmul_ex trial %d out %d/%d %s %lldx%lld n=%d norm=%d acc=%d bias=%d: worst %.3g x tol at "
-                  "%lld (got %g want %g)", trial, i, n_outs, rf_type_name(types[i]), (long long)nout[i], (long long)n_in, n,
+                  "%lld (got %g want %g)", trial, i, n_outs, tname(types[i]), (long long)nout[i], (long long)n_in, n,
                   use_norm, accumulate, bias[i] != NULL, worst, (long long)wi, wi >= 0 ? y[i][wi] : 0.0, wref);
         }
         /* NaN propagation (norm on): x row 0 gets a NaN -> row 0 of every output is NaN; with
@@ -484,15 +566,15 @@ static void test_ex(gpu_env *env) {
  * Three same-type outputs of 700-3000 rows, norm and accumulate random; oracle and tolerance as
  * test_ex (the int8 rounding bound only for the int8 types); then a NaN in x: every row NaN. */
 static void test_ex_rows(gpu_env *env) {
-    static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0, RF_TYPE_Q4_0,
-                                  RF_TYPE_Q5_K, RF_TYPE_F16,  RF_TYPE_BF16};
+    static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0,      RF_TYPE_Q4_0,      RF_TYPE_Q5_K,
+                                  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_0 | X8};
     for (size_t t = 0; t < sizeof RT / sizeof RT[0]; t++) {
-        const uint32_t type = RT[t];
+        const uint32_t type = RT[t], bt = base_type(type);
         const int int8 = type != RF_TYPE_F16 && type != RF_TYPE_BF16;
         const int64_t n_in = t % 2 ? 4352 : 1280;
         const int use_norm = test_randint(0, 1), accumulate = test_randint(0, 1);
         uint64_t rb = 0;
-        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        rf_row_bytes(bt, (uint64_t)n_in, &rb);
         int64_t nout[3], total = 0;
         uint8_t *w[3];
         float *y0[3], *y[3], *dy[3];
@@ -502,12 +584,11 @@ static void test_ex_rows(gpu_env *env) {
             nout[i] = test_randint(700, 3000);
             total += nout[i];
             w[i] = malloc(rb * (uint64_t)nout[i]);
-            make_weights(type, nout[i], n_in, w[i]);
+            make_weights(bt, nout[i], n_in, w[i]);
             y0[i] = malloc(sizeof(float) * (size_t)nout[i]);
             y[i] = malloc(sizeof(float) * (size_t)nout[i]);
             for (int64_t k = 0; k < nout[i]; k++) y0[i][k] = accumulate ? gauss() : NAN;
-            dw[i] = rf_gpu_mm_alloc(rb * (uint64_t)nout[i] + RF_GPU_WEIGHT_PAD);
-            rf_gpu_mm_upload(dw[i], w[i], rb * (uint64_t)nout[i]);
+            dw[i] = upload_w(env, type, w[i], nout[i], n_in);
             dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)nout[i]);
             rf_gpu_mm_upload(dy[i], y0[i], sizeof(float) * (size_t)nout[i]);
             outs[i].type = type;
@@ -531,14 +612,14 @@ static void test_ex_rows(gpu_env *env) {
         rf_gpu_mm_upload(dnw, nw, sizeof(float) * (size_t)n_in);
         int rc = rf_gpu_matmul_ex(env->ctx, 3, outs, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate, dscr);
         if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
-        CHECK(rc == 0, "rows %s: %s", rf_type_name(type), rc ? rf_last_error() : "");
+        CHECK(rc == 0, "rows %s: %s", tname(type), rc ? rf_last_error() : "");
         double worst = 0;
         int wout = 0;
         int64_t wrow = -1;
         for (int i = 0; i < 3 && rc == 0; i++) {
             rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
             for (int64_t o = 0; o < nout[i]; o++) {
-                rf_dequantize_row(type, w[i] + o * rb, wf, n_in);
+                rf_dequantize_row(bt, w[i] + o * rb, wf, n_in);
                 double s = 0, a = 0;
                 for (int64_t k = 0; k < n_in; k++) {
                     s += (double)wf[k] * xin[k];
@@ -551,7 +632,7 @@ static void test_ex_rows(gpu_env *env) {
             }
         }
         CHECK(worst <= 1.0, "rows %s 3 x ~%lld rows (%lld) x %lld norm=%d acc=%d: worst %.3g x tol at out %d row %lld",
-              rf_type_name(type), (long long)(total / 3), (long long)total, (long long)n_in, use_norm, accumulate, worst,
+              tname(type), (long long)(total / 3), (long long)total, (long long)n_in, use_norm, accumulate, worst,
               wout, (long long)wrow);
         /* NaN in x: every row of every output NaN */
         x[test_randint(0, (int)n_in - 1)] = NAN;
@@ -564,7 +645,7 @@ static void test_ex_rows(gpu_env *env) {
             for (int64_t o = 0; o < nout[i]; o++) {
                 /* without the norm, a NaN element reaches a row only through a nonzero weight:
                  * compare with the oracle's own propagation */
-                rf_dequantize_row(type, w[i] + o * rb, wf, n_in);
+                rf_dequantize_row(bt, w[i] + o * rb, wf, n_in);
                 double s = 0;
                 for (int64_t k = 0; k < n_in; k++) s += (double)wf[k] * (double)x[k];
                 if (use_norm || isnan(s)) {
@@ -574,7 +655,7 @@ static void test_ex_rows(gpu_env *env) {
                 }
             }
         }
-        CHECK(finite == 0, "rows %s norm=%d: %lld rows disagree with NaN propagation", rf_type_name(type), use_norm,
+        CHECK(finite == 0, "rows %s norm=%d: %lld rows disagree with NaN propagation", tname(type), use_norm,
               (long long)finite);
         for (int i = 0; i < 3; i++) {
             free(w[i]);
@@ -619,6 +700,10 @@ static void test_gpu(void) {
         } else if (qk == 32) {
             test_case(&env, type, 67, 224);
             test_case(&env, type, 130, 416);
+            if (type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0) {
+                test_case(&env, type | X8, 67, 768);
+                test_case(&env, type | X8, 130, 512);
+            }
         } else {
             test_case(&env, type, 37, 768);
             test_case(&env, type, 70, 512);
@@ -640,6 +725,7 @@ static void test_gpu(void) {
 int main(void) {
     printf("seed %llu\n", (unsigned long long)test_seed());
     test_host_decode();
+    test_host_decode_x8();
     test_host_qdot();
     test_gpu();
     return test_finish();

@@ -33,6 +33,8 @@ typedef struct {
     int64_t n_out, n_in;
     const void *host; /* the bytes in the GGUF mapping */
     void *data;       /* backend memory (NULL for an absent optional weight) */
+    uint32_t layout;  /* 0: data holds the GGUF rows; else a backend-specific rearrangement that
+                         only that backend's matmul reads (set by ops->prepare_matmul_weight) */
 } rf_weight;
 
 enum { RF_ROPE_NORMAL = 0, RF_ROPE_NEOX = 2 };
@@ -127,6 +129,10 @@ typedef struct rf_backend_ops {
     /* Makes `bytes` of a weight available to ops; CPU may return `host` itself. */
     void *(*upload_weight)(rf_backend *be, const void *host, size_t bytes);
     void (*free_weight)(rf_backend *be, void *p);
+    /* Optional (NULL: none). Called once after upload_weight for a weight that only the matmul op
+     * reads (never embed / rmsnorm); may rearrange w->data in place into a faster layout and
+     * record it in w->layout. Returns -1 (error set) on failure. */
+    int (*prepare_matmul_weight)(rf_backend *be, rf_weight *w);
     void (*upload)(rf_backend *be, void *dst, const void *src, size_t bytes);
     /* Waits for all prior work; returns -1 (error set) if any op failed. */
     int (*download)(rf_backend *be, void *dst, const void *src, size_t bytes);

@@ -227,14 +227,29 @@ static int upload_one(rf_model *m, rf_weight *w) {
     return 0;
 }
 
+/* Uploads a weight that only matmul reads and lets the backend rearrange it. */
+static int upload_matrix(rf_model *m, rf_weight *w) {
+    const bool fresh = w->host && !w->data;
+    if (upload_one(m, w)) return -1;
+    if (fresh && w->data && m->be->ops->prepare_matmul_weight && m->be->ops->prepare_matmul_weight(m->be, w)) {
+        rf_prefix_error("preparing %s", w->name);
+        return -1;
+    }
+    return 0;
+}
+
 int rf_model_upload(rf_model *m, rf_backend *be) {
     m->be = be;
     if (upload_one(m, &m->tok_embd) || upload_one(m, &m->output_norm) || upload_one(m, &m->rope_freqs))
         return -1;
-    if (m->hp.tied_embeddings) m->output = m->tok_embd;
-    else if (upload_one(m, &m->output)) return -1;
+    if (m->hp.tied_embeddings) m->output = m->tok_embd; /* read by embed too: not rearranged */
+    else if (upload_matrix(m, &m->output)) return -1;
     for (int l = 0; l < m->hp.n_layer; l++) {
-        rf_weight *w = &m->layers[l].attn_norm;
+        rf_layer *L = &m->layers[l];
+        rf_weight *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (upload_matrix(m, mats[i])) return -1;
+        rf_weight *w = &L->attn_norm;
         for (size_t i = 0; i < sizeof(rf_layer) / sizeof(rf_weight); i++)
             if (upload_one(m, &w[i])) return -1;
     }

@@ -142,6 +142,16 @@ static void *gpu_upload_weight(rf_backend *be, const void *host, size_t bytes) {
 
 static void gpu_free_weight(rf_backend *be, void *p) { gpu_free(be, p); }
 
+/* Rearranges a matmul-only weight for the decode matvec where its type has a faster device
+ * layout (matmul_gpu.h, rf_gpu_mm_repack); w->layout is then the type the matmul calls pass. */
+static int gpu_prepare_matmul_weight(rf_backend *be, rf_weight *w) {
+    gpu_impl *g = G(be);
+    uint32_t t = w->type;
+    if (rf_gpu_mm_repack(g->mm, w->type, w->data, w->n_out, w->n_in, &t) || rf_gpu_mm_sync(g->mm)) return -1;
+    w->layout = t == w->type ? 0 : t;
+    return 0;
+}
+
 static void gpu_upload(rf_backend *be, void *dst, const void *src, size_t bytes) {
     gpu_impl *g = G(be);
     if (!bytes) return;
@@ -232,7 +242,7 @@ static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const f
             record(g, "matmul: bias %s must be f32, not %s", bias->name ? bias->name : "?", rf_type_name(bias->type));
             return;
         }
-        mo[i] = (rf_gpu_mm_out){w->type, w->data, w->n_out, bias ? bias->data : NULL, outs[i].y};
+        mo[i] = (rf_gpu_mm_out){w->layout ? w->layout : w->type, w->data, w->n_out, bias ? bias->data : NULL, outs[i].y};
     }
     const rf_weight *w0 = outs[0].w;
     if (rf_gpu_matmul_ex(g->mm, n_outs, mo, w0->n_in, x, n, norm ? norm->data : NULL, eps, accumulate, scratch))
@@ -402,6 +412,7 @@ static const rf_backend_ops gpu_ops = {
     .free = gpu_free,
     .upload_weight = gpu_upload_weight,
     .free_weight = gpu_free_weight,
+    .prepare_matmul_weight = gpu_prepare_matmul_weight,
     .upload = gpu_upload,
     .download = gpu_download,
     .sync = gpu_sync,

@@ -255,29 +255,62 @@ MM_UNROLL
 };
 
 /* Q8_0: f16 d, int8 q[32]. */
+HD void q8_0_vals(float d, const uint32_t *q, float *w) {
+MM_UNROLL
+    for (int j = 0; j < 32; j++) w[j] = d * u2f_sub(byte_of(q, j) ^ 0x80u, MAGIC + 128.0f);
+}
 struct DecQ8_0 {
     enum { QK = 32, BB = 34, E = 32, C = 1, A = 2 };
     static HD void dec(const uint8_t *b, int, float *w) {
-        const float d = mm_h2f(ld16(b));
         uint32_t q[8];
         ldw_a2<32>(b + 2, q);
-MM_UNROLL
-        for (int j = 0; j < 32; j++) w[j] = d * u2f_sub(byte_of(q, j) ^ 0x80u, MAGIC + 128.0f);
+        q8_0_vals(mm_h2f(ld16(b)), q, w);
     }
 };
 /* Q4_0: f16 d, qs[16]; element j < 16 low nibble of qs[j], j >= 16 high nibble of qs[j-16]. */
+HD void q4_0_vals(float d, const uint32_t *q, float *w) {
+MM_UNROLL
+    for (int j = 0; j < 16; j++) {
+        const uint32_t v = byte_of(q, j);
+        w[j] = u2f_sub(v & 0xf, MAGIC + 8.0f) * d;
+        w[j + 16] = u2f_sub(v >> 4, MAGIC + 8.0f) * d;
+    }
+}
 struct DecQ4_0 {
     enum { QK = 32, BB = 18, E = 32, C = 1, A = 2 };
     static HD void dec(const uint8_t *b, int, float *w) {
-        const float d = mm_h2f(ld16(b));
         uint32_t q[4];
         ldw_a2<16>(b + 2, q);
-MM_UNROLL
-        for (int j = 0; j < 16; j++) {
-            const uint32_t v = byte_of(q, j);
-            w[j] = u2f_sub(v & 0xf, MAGIC + 8.0f) * d;
-            w[j + 16] = u2f_sub(v >> 4, MAGIC + 8.0f) * d;
-        }
+        q4_0_vals(mm_h2f(ld16(b)), q, w);
+    }
+};
+
+/* The X8 layout of Q4_0 / Q8_0 (rf_gpu_mm_repack; a device-only arrangement, same bytes per row):
+ * every group of 8 consecutive blocks of a row, 8 x BB bytes, holds the 8 f16 scales first
+ * (16 bytes), then the 8 blocks' quants in block order (8 x (BB - 2) bytes). With n_in % 256 == 0
+ * and a 16-byte aligned base every group and every block's quants are 16-byte aligned (BB - 2 =
+ * 16 or 32), so a block's quants are one or two 16-byte loads instead of 2-byte-aligned words.
+ * A decoder "block" is one group: QK = 256, chunk p = original block p of the group. */
+HD void x8_group(const uint8_t *src, uint8_t *dst, int bb) {
+    for (int b = 0; b < 8; b++) {
+        memcpy(dst + 2 * b, src + b * bb, 2);
+        memcpy(dst + 16 + b * (bb - 2), src + b * bb + 2, (size_t)(bb - 2));
+    }
+}
+struct DecQ4_0X8 {
+    enum { QK = 256, BB = 144, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        uint32_t q[4];
+        ldw_a16<16>(b + 16 + 16 * p, q);
+        q4_0_vals(mm_h2f(ld16(b + 2 * p)), q, w);
+    }
+};
+struct DecQ8_0X8 {
+    enum { QK = 256, BB = 272, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        uint32_t q[8];
+        ldw_a16<32>(b + 16 + 32 * p, q);
+        q8_0_vals(mm_h2f(ld16(b + 2 * p)), q, w);
     }
 };
 /* Q4_1: f16 d, f16 m, qs[16]. */
@@ -675,18 +708,28 @@ MM_UNROLL
         }
     }
 };
+HD void q4_0_ints(const uint32_t *q, float *t) {
+MM_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t lo = q[i] & 0x0f0f0f0fu, hi = (q[i] >> 4) & 0x0f0f0f0fu;
+        MM_BYTES4(lo, t + 4 * i, MAGIC + 8.0f);
+        MM_BYTES4(hi, t + 16 + 4 * i, MAGIC + 8.0f);
+    }
+}
+HD void q8_0_ints(const uint32_t *q, float *t) {
+MM_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t u = q[i] ^ 0x80808080u; /* int8 + 128 */
+        MM_BYTES4(u, t + 4 * i, MAGIC + 128.0f);
+    }
+}
 template <> struct Qd<DecQ4_0> {
     enum { G = 1, MIN = 0 };
     static HD void decq(const uint8_t *b, int, float *t, float *mul, float *) {
         mul[0] = mm_h2f(ld16(b));
         uint32_t q[4];
         ldw_a2<16>(b + 2, q);
-MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            const uint32_t lo = q[i] & 0x0f0f0f0fu, hi = (q[i] >> 4) & 0x0f0f0f0fu;
-            MM_BYTES4(lo, t + 4 * i, MAGIC + 8.0f);
-            MM_BYTES4(hi, t + 16 + 4 * i, MAGIC + 8.0f);
-        }
+        q4_0_ints(q, t);
     }
 };
 template <> struct Qd<DecQ8_0> {
@@ -695,11 +738,25 @@ template <> struct Qd<DecQ8_0> {
         mul[0] = mm_h2f(ld16(b));
         uint32_t q[8];
         ldw_a2<32>(b + 2, q);
-MM_UNROLL
-        for (int i = 0; i < 8; i++) {
-            const uint32_t u = q[i] ^ 0x80808080u; /* int8 + 128 */
-            MM_BYTES4(u, t + 4 * i, MAGIC + 128.0f);
-        }
+        q8_0_ints(q, t);
+    }
+};
+template <> struct Qd<DecQ4_0X8> {
+    enum { G = 1, MIN = 0 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *) {
+        mul[0] = mm_h2f(ld16(b + 2 * p));
+        uint32_t q[4];
+        ldw_a16<16>(b + 16 + 16 * p, q);
+        q4_0_ints(q, t);
+    }
+};
+template <> struct Qd<DecQ8_0X8> {
+    enum { G = 1, MIN = 0 };
+    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *) {
+        mul[0] = mm_h2f(ld16(b + 2 * p));
+        uint32_t q[8];
+        ldw_a16<32>(b + 16 + 32 * p, q);
+        q8_0_ints(q, t);
     }
 };
 
@@ -1085,6 +1142,33 @@ struct VQ8_0 {
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
+/* X8 layouts (see DecQ4_0X8): a "block" is a group of 8 original blocks, unit u = block u of
+ * the group; its scale is at b + 2u, its quants 16-byte aligned after the 16 scale bytes. */
+struct VQ4_0X8 {
+    typedef DecQ4_0X8 Dec;
+    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
+    typedef VQ4_0::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 2 * u);
+        ldw_a16<16>(b + 16 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        return VQ4_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
+    }
+};
+struct VQ8_0X8 {
+    typedef DecQ8_0X8 Dec;
+    enum { QK = 256, BB = 272, UPB = 8, A = 16 };
+    typedef VQ8_0::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 2 * u);
+        ldw_a16<32>(b + 16 + 32 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        return VQ8_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
+    }
+};
+
 /* Scales and mins of Q4_K / Q5_K sub-blocks 2j and 2j + 1 (j = 0..3) from the 12 scale bytes
  * (words s[0..2]), without branches: sub-blocks 0..3 keep 6 bits in bytes 0..3 (scale) and 4..7
  * (min); 4..7 take 4 bits from bytes 8..11 and their top 2 bits from bits 6..7 of bytes 0..7. */
@@ -1833,6 +1917,7 @@ struct rf_gpu_matmul_ctx {
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
+    int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
         const void *fn;
         size_t smem;
@@ -1855,6 +1940,13 @@ struct rf_gpu_matmul_ctx {
 #define MM_CUBLAS_WS ((size_t)32 << 20)
 /* Weight scratch cap for the f16 GEMM path: slabs of at most this many elements. */
 #define MM_WSCR_MAX_ELEMS ((int64_t)32 << 20)
+
+/* A weight type's name for messages, X8 layouts included ("q4_0/x8"). */
+static const char *mm_type_name(uint32_t type) {
+    if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_X8)) return "q4_0/x8";
+    if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_X8)) return "q8_0/x8";
+    return rf_type_name(type);
+}
 
 static int mm_check(mmError_t e, const char *what) {
     if (e == mmSuccess) return 0;
@@ -1892,6 +1984,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 #endif
     ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
+    ctx->repack = !(getenv("RF_MM_REPACK") && atoi(getenv("RF_MM_REPACK")) == 0);
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2189,6 +2282,8 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q5_0: return MVT(DecQ5_0);
     case RF_TYPE_Q5_1: return MVT(DecQ5_1);
     case RF_TYPE_Q8_0: return MVT(DecQ8_0);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVT(DecQ4_0X8);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVT(DecQ8_0X8);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -2296,6 +2391,8 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q5_0: return MVQ(VQ5_0);
     case RF_TYPE_Q5_1: return MVQ(VQ5_1);
     case RF_TYPE_Q8_0: return MVQ(VQ8_0);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVQ(VQ4_0X8);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVQ(VQ8_0X8);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -2309,12 +2406,12 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
                      const float *x, int n, const float *bias, float *y, int accum) {
     const uint8_t *w = (const uint8_t *)wv;
     if (n_in % D::QK) {
-        rf_set_error("gpu matmul: n_in %lld is not a multiple of %s's block (%d)", (long long)n_in, rf_type_name(type),
+        rf_set_error("gpu matmul: n_in %lld is not a multiple of %s's block (%d)", (long long)n_in, mm_type_name(type),
                      (int)D::QK);
         return -1;
     }
     if ((uintptr_t)w % D::A) {
-        rf_set_error("gpu matmul: %s weight pointer not aligned to %d bytes", rf_type_name(type), (int)D::A);
+        rf_set_error("gpu matmul: %s weight pointer not aligned to %d bytes", mm_type_name(type), (int)D::A);
         return -1;
     }
     const int64_t nchunks64 = n_in / D::E;
@@ -2374,6 +2471,7 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_F32: case RF_TYPE_F16: case RF_TYPE_BF16: case RF_TYPE_Q4_0: case RF_TYPE_Q4_1:
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8:
         return 1;
     default: return 0;
     }
@@ -2386,7 +2484,7 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
         return -1;
     }
     if (!rf_gpu_matmul_supports(type)) {
-        rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(type));
+        rf_set_error("gpu matmul: weight type %s is not supported", mm_type_name(type));
         return -1;
     }
     if (n == 0 || n_out == 0) return 0;
@@ -2399,6 +2497,8 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q5_0: return run_typed<DecQ5_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q5_1: return run_typed<DecQ5_1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -2423,7 +2523,7 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
     }
     for (int i = 0; i < n_outs; i++) {
         if (!rf_gpu_matmul_supports(outs[i].type)) {
-            rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(outs[i].type));
+            rf_set_error("gpu matmul: weight type %s is not supported", mm_type_name(outs[i].type));
             return -1;
         }
         if (outs[i].n_out < 0) {
@@ -2467,6 +2567,55 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
     return 0;
 }
 
+/* ---- Weight repacking (X8 layouts, see DecQ4_0X8) ------------------------------------------ */
+
+/* The X8 type of `type` for rows of n_in elements, or 0 when it has none (only Q4_0 / Q8_0 with
+ * n_in % 256 == 0: whole groups of 8 blocks per row). */
+static uint32_t x8_type(uint32_t type, int64_t n_in) {
+    if (n_in <= 0 || n_in % 256) return 0;
+    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 ? type | RF_GPU_MM_X8 : 0;
+}
+
+/* k_repack_x8: w holds ngroups groups of 8 blocks of BB bytes (2-byte aligned); each thread
+ * rewrites one group in place (x8_group), reading it whole before writing it, so groups never
+ * overlap in time. Any grid covering ngroups threads. */
+template <int BB> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
+    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= ngroups) return;
+    uint16_t *p = (uint16_t *)(w + g * 8 * BB);
+    uint16_t src[4 * BB];
+    for (int i = 0; i < 4 * BB; i++) src[i] = p[i];
+    x8_group((const uint8_t *)src, (uint8_t *)p, BB);
+}
+
+extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
+                                uint32_t *out_type) {
+    if (!ctx || !out_type || n_out < 0 || n_in < 0 || (n_out > 0 && !w)) {
+        rf_set_error("gpu matmul: bad repack arguments");
+        return -1;
+    }
+    *out_type = type;
+    const uint32_t xt = x8_type(type, n_in);
+    if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
+    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
+    const int64_t ngroups = n_out * (n_in / 256);
+    const unsigned blocks = (unsigned)((ngroups + 127) / 128);
+    if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    else k_repack_x8<34><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    if (mm_check(mmGetLastError(), "repack launch")) return -1;
+    *out_type = xt;
+    return 0;
+}
+
+extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
+    const uint32_t xt = x8_type(type, n_in);
+    if (!xt) return 0;
+    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
+    for (int64_t g = 0; g < n_in / 256; g++)
+        x8_group((const uint8_t *)src + g * 8 * bb, (uint8_t *)dst + g * 8 * bb, bb);
+    return xt;
+}
+
 /* ---- Host-side decoder check (no GPU needed) --------------------------------------------- */
 
 template <class D> static void host_decode(const uint8_t *row, int64_t n_in, float *out) {
@@ -2486,6 +2635,8 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q5_0: host_decode<DecQ5_0>(row, n_in, out); return 0;
     case RF_TYPE_Q5_1: host_decode<DecQ5_1>(row, n_in, out); return 0;
     case RF_TYPE_Q8_0: host_decode<DecQ8_0>(row, n_in, out); return 0;
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
+    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -2493,7 +2644,7 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q6_K: host_decode<DecQ6_K>(row, n_in, out); return 0;
     case RF_TYPE_IQ4_NL: host_decode<DecIQ4_NL>(row, n_in, out); return 0;
     case RF_TYPE_IQ4_XS: host_decode<DecIQ4_XS>(row, n_in, out); return 0;
-    default: rf_set_error("gpu matmul: weight type %s is not supported", rf_type_name(type)); return -1;
+    default: rf_set_error("gpu matmul: weight type %s is not supported", mm_type_name(type)); return -1;
     }
 }
 
@@ -2541,6 +2692,8 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q5_0: *out = host_qdot<VQ5_0>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_1: *out = host_qdot<VQ5_1>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;
