@@ -24,16 +24,6 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
 /* One cache element as f32 (exact for both types). */
 static __device__ __forceinline__ float kv_ld1(const float *p) { return *p; }
 static __device__ __forceinline__ float kv_ld1(const __half *p) { return __half2float(*p); }
-#if RF_GPU_CUDA /* used by the tensor-core prefill only */
-/* Four consecutive elements; p aligned to 4 elements (16 bytes f32, 8 bytes f16). */
-static __device__ __forceinline__ float4 kv_ld4(const float *p) { return *(const float4 *)p; }
-static __device__ __forceinline__ float4 kv_ld4(const __half *p) {
-    const uint2 u = *(const uint2 *)p;
-    const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
-    return make_float4(a.x, a.y, b.x, b.y);
-}
-#endif
 /* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32; p
  * aligned to 16 bytes), widened by kv_cvt8 when used, so several loads can be in flight first. */
 template <typename T> struct kv_raw8;
@@ -625,6 +615,12 @@ static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint3
 #endif
 }
 static __device__ __forceinline__ uint32_t fa_ld32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
+/* Eight cache elements as eight f16 (four words, element pairs low half first): an f16 cache as
+ * stored, an f32 one rounded to nearest (the same values as fa_pack of the f32 elements). */
+static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<__half> &r) { return r.u; }
+static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<float> &r) {
+    return make_uint4(fa_pack(r.a.x, r.a.y), fa_pack(r.a.z, r.a.w), fa_pack(r.b.x, r.b.y), fa_pack(r.b.z, r.b.w));
+}
 
 template <int HD, typename T>
 static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a) {
@@ -633,6 +629,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
     __shared__ __align__(16) __half k_s[FA_BC * KS];
     __shared__ __align__(16) __half vt_s[HD * VS];
     __shared__ int seq_s[FA_BR], pos_s[FA_BR];
+    __shared__ int64_t slot_s[FA_BC]; /* cache slot of each position of the current tile, -1 past maxp */
     const int G = a.n_head / a.n_kv_head, TB = FA_BR / G;
     const int g = blockIdx.y, t0 = blockIdx.x * TB;
     const int kv_dim = a.n_kv_head * HD, q_dim = a.n_head * HD;
@@ -682,27 +679,47 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
         for (int o2 = 16; o2 > 0; o2 >>= 1) wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o2));
 
         for (int p0 = 0; p0 <= maxp; p0 += FA_BC) {
-            __syncthreads(); /* the previous tile is consumed */
-            for (int i = tid; i < FA_BC * HD / 4; i += blockDim.x) {
-                const int j = i / (HD / 4), d = (i % (HD / 4)) * 4, p = p0 + j;
-                float4 kv = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (p <= maxp) kv = kv_ld4((const T *)a.k_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
-                uint2 u;
-                u.x = fa_pack(kv.x, kv.y);
-                u.y = fa_pack(kv.z, kv.w);
-                *reinterpret_cast<uint2 *>(k_s + j * KS + d) = u;
-            }
-            for (int i = tid; i < (FA_BC / 2) * (HD / 4); i += blockDim.x) {
-                const int jp = i % (FA_BC / 2), d = (i / (FA_BC / 2)) * 4, p = p0 + 2 * jp;
-                float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
-                if (p <= maxp) va = kv_ld4((const T *)a.v_cache + att_slot(bt, a.block_size, p) * kv_dim + g * HD + d);
-                if (p + 1 <= maxp)
-                    vb = kv_ld4((const T *)a.v_cache + att_slot(bt, a.block_size, p + 1) * kv_dim + g * HD + d);
-                __half *dst = vt_s + d * VS + 2 * jp;
-                *reinterpret_cast<uint32_t *>(dst) = fa_pack(va.x, vb.x);
-                *reinterpret_cast<uint32_t *>(dst + VS) = fa_pack(va.y, vb.y);
-                *reinterpret_cast<uint32_t *>(dst + 2 * VS) = fa_pack(va.z, vb.z);
-                *reinterpret_cast<uint32_t *>(dst + 3 * VS) = fa_pack(va.w, vb.w);
+            /* Tile load: the slots first, then each thread issues all its 16-byte loads before
+             * storing any (K: HD / 16 chunks of 8 elements, V: HD / 32 position pairs), so a tile
+             * costs about one memory latency instead of one per element group. */
+            if (tid < FA_BC) slot_s[tid] = p0 + tid <= maxp ? att_slot(bt, a.block_size, p0 + tid) : -1;
+            __syncthreads(); /* slots ready; the previous tile is consumed */
+            {
+                constexpr int NK = FA_BC * HD / 8 / 128, NV = (FA_BC / 2) * (HD / 8) / 128;
+                kv_raw8<T> kr[NK], va[NV], vb[NV];
+#pragma unroll
+                for (int i = 0; i < NK; i++) {
+                    const int c = tid + i * 128, j = c / (HD / 8), d = (c % (HD / 8)) * 8;
+                    const int64_t sl = slot_s[j];
+                    if (sl >= 0) kv_load8(kr[i], (const T *)a.k_cache + sl * kv_dim + g * HD + d);
+                    else kv_zero8(kr[i]);
+                }
+#pragma unroll
+                for (int i = 0; i < NV; i++) { /* lanes of a warp: 32 position pairs of one chunk */
+                    const int c = tid + i * 128, jp = c % (FA_BC / 2), d = (c / (FA_BC / 2)) * 8;
+                    const int64_t sa = slot_s[2 * jp], sb = slot_s[2 * jp + 1];
+                    if (sa >= 0) kv_load8(va[i], (const T *)a.v_cache + sa * kv_dim + g * HD + d);
+                    else kv_zero8(va[i]);
+                    if (sb >= 0) kv_load8(vb[i], (const T *)a.v_cache + sb * kv_dim + g * HD + d);
+                    else kv_zero8(vb[i]);
+                }
+#pragma unroll
+                for (int i = 0; i < NK; i++) {
+                    const int c = tid + i * 128, j = c / (HD / 8), d = (c % (HD / 8)) * 8;
+                    *reinterpret_cast<uint4 *>(k_s + j * KS + d) = kv_h8(kr[i]);
+                }
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int c = tid + i * 128, jp = c % (FA_BC / 2), d = (c / (FA_BC / 2)) * 8;
+                    const uint4 ha = kv_h8(va[i]), hb = kv_h8(vb[i]);
+                    const uint32_t wa[4] = {ha.x, ha.y, ha.z, ha.w}, wb[4] = {hb.x, hb.y, hb.z, hb.w};
+                    uint32_t *dst = reinterpret_cast<uint32_t *>(vt_s + d * VS + 2 * jp);
+#pragma unroll
+                    for (int w = 0; w < 4; w++) { /* dims d + 2w, d + 2w + 1: (pos 2jp, pos 2jp + 1) pairs */
+                        dst[(2 * w) * (VS / 2)] = __byte_perm(wa[w], wb[w], 0x5410);
+                        dst[(2 * w + 1) * (VS / 2)] = __byte_perm(wa[w], wb[w], 0x7632);
+                    }
+                }
             }
             __syncthreads();
             if (p0 > wmax) continue; /* warp-uniform: no row of this warp sees this tile */
