@@ -2,11 +2,12 @@
  *
  * Contract: cpu_attention_isa computes what cpu_attention computes (same arguments, same rows
  * [begin, end)), at SIMD level isa, lowered to what this CPU supports (RF_ISA_SCALAR, or a level
- * the CPU lacks, runs cpu_attention itself: the reference). The SIMD levels process a token's
- * query heads that share one KV head together, so each K/V row is read once for all of them, and
- * the positions in blocks of one vector width (16 at AVX-512, 8 at AVX2): the block's scores as
- * one vector (K block transposed in registers), one running-max update per block, a vectorized
- * exp, then V accumulated with FMAs. f16 caches are widened with F16C.
+ * the CPU lacks, runs cpu_attention itself: the reference). The SIMD levels process the query
+ * heads that share one KV head together (for a tile of up to 8 tokens of one sequence), so each
+ * K/V row is read once for all of them, and the positions in blocks of one vector width (16 at
+ * AVX-512, 8 at AVX2): the block's scores as one vector (K block transposed in registers), one
+ * running-max update per block, a vectorized exp, then V accumulated with FMAs. f16 caches are
+ * widened with F16C.
  *
  * Precision: the same f32 arithmetic as the reference in another order (dot products in four
  * partial sums, the softmax max per block and its sum per lane), with exp from
