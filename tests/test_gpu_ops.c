@@ -82,7 +82,7 @@ static size_t compare(const char *what, const float *got, const float *ref, size
     } while (0)
 
 static rf_weight f32_weight(const char *name, void *dev, int64_t n) {
-    rf_weight w = {name, RF_TYPE_F32, 1, n, NULL, dev};
+    rf_weight w = {name, RF_TYPE_F32, 1, n, NULL, dev, 0};
     return w;
 }
 
@@ -116,7 +116,7 @@ static void test_embed(void) {
             void *dt = dput(table, rb * (size_t)n_vocab);
             int32_t *dtok = dput(tok, sizeof tok);
             float *dout = be->ops->alloc(be, sizeof(float) * (size_t)n * n_in);
-            rf_weight w = {"tok_embd", t, n_vocab, n_in, table, dt};
+            rf_weight w = {"tok_embd", t, n_vocab, n_in, table, dt, 0};
             be->ops->embed(be, &w, dtok, n, dout);
             float *got = malloc(sizeof(float) * (size_t)n * n_in), *ref = malloc(sizeof(float) * (size_t)n * n_in);
             int rc = dget(got, dout, sizeof(float) * (size_t)n * n_in);
@@ -540,7 +540,11 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     int32_t *dbt = dput(bt, sizeof(int32_t) * (size_t)max_blocks);
     free(bt);
     const int n_sm = bench_n_sm();
-    float *scr = be->ops->alloc(be, rf_gpu_attn_decode_scratch(1, n_head, hd, 256));
+    const size_t scr_bytes = rf_gpu_attn_decode_scratch(1, n_head, hd, 256);
+    float *scr = be->ops->alloc(be, scr_bytes);
+    void *zeros = calloc(1, scr_bytes); /* the scratch starts zero-filled (kernels.h) */
+    be->ops->upload(be, scr, zeros, scr_bytes);
+    free(zeros);
     bench_ctx c;
     memset(&c, 0, sizeof c);
     for (size_t ci = 0; ci < RF_ARRAY_LEN(ctxs); ci++) {

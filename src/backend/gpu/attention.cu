@@ -13,6 +13,8 @@
  * visible q/k/v makes the outputs that depend on it NaN (as on the CPU). No alignment
  * requirement: 16-byte loads are used when the caches are 16-byte aligned and head_dim % 8 == 0,
  * narrower ones otherwise. */
+#include <stdlib.h>
+
 #include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
@@ -99,8 +101,16 @@ static size_t dec_smem(int hd, int gb) { return sizeof(float) * (size_t)DEC_MAX_
  * An empty state (m = -inf, l = 0) contributes nothing; a NaN l or a stays NaN. */
 static __device__ __forceinline__ float dec_scale(float m, float M) { return m == -INFINITY ? 0.0f : expf(m - M); }
 
+/* Counters of the fused combine at the start of the decode scratch (fixed place and size, so
+ * calls with other token or split counts never write partials over them). */
+#define DEC_COUNTERS 4096
+#define DEC_COUNTER_BYTES (DEC_COUNTERS * sizeof(int))
+/* The fused combine reads every split's partial in one thread: used up to this many splits. */
+#define DEC_FUSED_MAX_SPLITS 32
+
 template <typename T, int GB, bool VEC, int LP>
-static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part) {
+static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
+                                                                      int *counters) {
     constexpr int U = GB >= 8 ? 2 : 4;
     extern __shared__ float dsm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
@@ -116,6 +126,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     const int pb = s * per, pe = min(n_pos, pb + per);
     const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
     const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
+    if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
 
     float qr[GB][8];
 #pragma unroll
@@ -268,6 +279,35 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             dst[1] = L;
         }
     }
+    if (!counters) return;
+    /* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish merges
+     * the partials (as attn_combine_kernel). Each block publishes its partial (fence) before
+     * counting itself; the last one resets the counter for the next launch (graph replays). */
+    __shared__ int last_s;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int done = atomicAdd(counters + blockIdx.x, 1);
+        last_s = done == n_split - 1;
+        if (last_s) counters[blockIdx.x] = 0;
+    }
+    __syncthreads();
+    if (!last_s) return;
+    __threadfence();
+    const int stride = hd + 2;
+    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
+        const int j = i / hd, d = i % hd;
+        const volatile float *p0 = part + ((int64_t)t * a.n_head + h0 + j) * n_split * stride; /* not from L1 */
+        float M = -INFINITY;
+        for (int q = 0; q < n_split; q++) M = fmaxf(M, p0[(int64_t)q * stride]);
+        float L = 0.0f, v = 0.0f;
+        for (int q = 0; q < n_split; q++) {
+            const float w = expf(p0[(int64_t)q * stride] - M);
+            L += p0[(int64_t)q * stride + 1] * w;
+            v += p0[(int64_t)q * stride + 2 + d] * w;
+        }
+        a.out[((int64_t)t * a.n_head + h0 + j) * hd + d] = v / L;
+    }
 }
 
 /* attn_combine_kernel: one block of COMB_THREADS per (token, head): merges the n_split partials,
@@ -327,7 +367,7 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
 static int dec_gb(int G) { return G >= 5 ? 8 : G >= 3 ? 4 : G; }
 
 extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split) {
-    return (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
+    return DEC_COUNTER_BYTES + (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
 }
 
 /* Rows of head_dim elements take LP lanes of 8 elements: 8, 16 or 32 (head_dim <= 256). */
@@ -396,32 +436,35 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
 }
 
 template <typename T, int GB>
-static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *scratch, bool vec) {
+static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters, bool vec) {
     const int G = a->n_head / a->n_kv_head, n_chunks = (G + GB - 1) / GB;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head * n_chunks), (unsigned)n_split);
     const size_t smem = dec_smem(a->head_dim, GB);
     if (!vec)
-        attn_dec_kernel<T, GB, false, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+        attn_dec_kernel<T, GB, false, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
     else if (dec_lp(a->head_dim) == 8)
-        attn_dec_kernel<T, GB, true, 8><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+        attn_dec_kernel<T, GB, true, 8><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
     else if (dec_lp(a->head_dim) == 16)
-        attn_dec_kernel<T, GB, true, 16><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+        attn_dec_kernel<T, GB, true, 16><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
     else
-        attn_dec_kernel<T, GB, true, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, scratch);
+        attn_dec_kernel<T, GB, true, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
     return (int)gpuGetLastError();
 }
 
 template <typename T>
-static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *scratch, bool vec) {
+static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters, bool vec) {
     switch (dec_gb(a->n_head / a->n_kv_head)) {
-    case 1: return dec_launch<T, 1>(st, a, n_split, scratch, vec);
-    case 2: return dec_launch<T, 2>(st, a, n_split, scratch, vec);
-    case 4: return dec_launch<T, 4>(st, a, n_split, scratch, vec);
-    default: return dec_launch<T, 8>(st, a, n_split, scratch, vec);
+    case 1: return dec_launch<T, 1>(st, a, n_split, part, counters, vec);
+    case 2: return dec_launch<T, 2>(st, a, n_split, part, counters, vec);
+    case 4: return dec_launch<T, 4>(st, a, n_split, part, counters, vec);
+    default: return dec_launch<T, 8>(st, a, n_split, part, counters, vec);
     }
 }
 
+static int g_dec_fused = -1; /* RF_ATTN_FUSED_COMBINE=0: always the separate combine kernel (A/B) */
+
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
+    if (g_dec_fused < 0) g_dec_fused = !(getenv("RF_ATTN_FUSED_COMBINE") && atoi(getenv("RF_ATTN_FUSED_COMBINE")) == 0);
     if (a->n_tokens <= 0) return 0;
     if (bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         a->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || a->head_dim <= 0)
@@ -430,11 +473,18 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     if (n_split > 4096) n_split = 4096; /* the combine kernel keeps n_split weights in shared memory */
     gpuStream_t st = (gpuStream_t)stream;
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
-    int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, scratch, vec)
-                                       : dec_launch_t<float>(st, a, n_split, scratch, vec);
-    if (rc) return rc;
+    /* one launch (the last split block of each group combines) where the counters and one
+     * thread's loop over the splits suffice; else a combine kernel */
+    const int G = a->n_head / a->n_kv_head, gb = dec_gb(G);
+    const int64_t groups = (int64_t)a->n_tokens * a->n_kv_head * ((G + gb - 1) / gb);
+    const bool fused = g_dec_fused && groups <= DEC_COUNTERS && n_split <= DEC_FUSED_MAX_SPLITS;
+    int *counters = fused ? (int *)scratch : NULL;
+    float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
+    int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
+                                       : dec_launch_t<float>(st, a, n_split, part, counters, vec);
+    if (rc || fused) return rc;
     attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
-        scratch, n_split, a->head_dim, a->out);
+        part, n_split, a->head_dim, a->out);
     return (int)gpuGetLastError();
 }
 

@@ -193,11 +193,12 @@ static int ensure_scratch(gpu_impl *g, void **buf, size_t *have, size_t need) {
     *have = 0;
     size_t want = need + need / 2;
     void *p = NULL;
-    if (gpuMalloc(&p, want) != gpuSuccess) {
+    if (gpuMalloc(&p, want) != gpuSuccess || gpuMemsetAsync(p, 0, want, g->stream) != gpuSuccess) {
+        if (p) gpuFree(p);
         gpuGetLastError();
         return -1;
     }
-    *buf = p;
+    *buf = p; /* zero-filled: the decode attention's counters expect it (kernels.h) */
     *have = want;
     return 0;
 }

@@ -53,8 +53,10 @@ typedef struct {
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
 /* Decode-style (split-K, flash-decoding): n_split partial passes per (token, GQA group of heads),
- * combined by a second kernel; scratch holds rf_gpu_attn_decode_scratch(...) bytes. Correct for
- * any batch and any n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
+ * combined by the last pass of each group to finish (up to 32 splits; more: by a second kernel);
+ * scratch holds rf_gpu_attn_decode_scratch(...) bytes and must be zero-filled before its first use
+ * (it begins with counters that every call leaves at zero). Correct for any batch and any
+ * n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
  * (n_sm multiprocessors) for this shape and cache type at a context of about n_pos positions (a
  * speed choice; at most 256). */
 size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);

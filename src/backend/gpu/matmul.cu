@@ -1550,9 +1550,17 @@ struct MvpBF16 {
     }
 };
 
+/* Build-time knobs for experiments (bench/gpu_mm_build.sh NVCC_EXTRA=-D...): units per step of
+ * formats with raw units of <= 32 bytes, and the resident blocks per SM k_mvp is compiled for. */
+#ifndef MVP_UN_SMALL
+#define MVP_UN_SMALL 4
+#endif
+#ifndef MVP_MIN_BLOCKS
+#define MVP_MIN_BLOCKS 1
+#endif
 /* Units per lane per pipeline step of k_mvp (two steps of raw words live in registers). */
 template <class V> struct MvpUn {
-    enum { UN = sizeof(typename V::Raw) <= 32 ? 4 : 2 };
+    enum { UN = sizeof(typename V::Raw) <= 32 ? MVP_UN_SMALL : 2 };
 };
 
 #define MVP_THREADS 256
@@ -1623,7 +1631,7 @@ MM_UNROLL
  * warpSize / 2, lane 0 stores. Int8 formats: a non-finite xin makes the whole block compute its
  * rows in f32 from x (F::Dec decode), so NaN/inf propagate as in the f32 kernels. */
 template <class F, int UN>
-__global__ void __launch_bounds__(MVP_THREADS)
+__global__ void __launch_bounds__(MVP_THREADS, MVP_MIN_BLOCKS)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum) {
     extern __shared__ float4 mvp_smem4[];
