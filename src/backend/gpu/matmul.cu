@@ -1550,20 +1550,37 @@ struct MvpBF16 {
     }
 };
 
-/* Build-time knobs for experiments (bench/gpu_mm_build.sh NVCC_EXTRA=-D...): units per step of
- * formats with raw units of <= 32 bytes, and the resident blocks per SM k_mvp is compiled for. */
-#ifndef MVP_UN_SMALL
-#define MVP_UN_SMALL 4
-#endif
-#ifndef MVP_MIN_BLOCKS
-#define MVP_MIN_BLOCKS 1
-#endif
-/* Units per lane per pipeline step of k_mvp (two steps of raw words live in registers). */
+/* Units per lane per pipeline step of k_mvp (two steps of raw words live in registers). 8 for
+ * the small raw units measured the same as 4 (H200, 2026-11-22). */
 template <class V> struct MvpUn {
-    enum { UN = sizeof(typename V::Raw) <= 32 ? MVP_UN_SMALL : 2 };
+    enum { UN = sizeof(typename V::Raw) <= 32 ? 4 : 2 };
 };
 
 #define MVP_THREADS 256
+/* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
+ * Q8_0 stream faster with 4 (more loads in flight; 11008x4096 on an H200: Q4_0 X8 1.84 -> 2.09,
+ * Q8_0 X8 2.68 -> 3.02 TB/s), the K-quants slower (Q4_K 2.30 -> 1.69, Q6_K spills: 1.82 -> 1.23),
+ * so the cap is per format. */
+template <class F> struct MvpMinBlocks {
+    enum { N = 1 };
+};
+template <> struct MvpMinBlocks<MvpI8<VQ4_0> > {
+    enum { N = 4 };
+};
+template <> struct MvpMinBlocks<MvpI8<VQ8_0> > {
+    enum { N = 4 };
+};
+template <> struct MvpMinBlocks<MvpI8<VQ4_0X8> > {
+    enum { N = 4 };
+};
+template <> struct MvpMinBlocks<MvpI8<VQ8_0X8> > {
+    enum { N = 4 };
+};
+#ifdef MM_HIP
+#define MVP_BOUNDS(F) __launch_bounds__(MVP_THREADS)
+#else
+#define MVP_BOUNDS(F) __launch_bounds__(MVP_THREADS, MvpMinBlocks<F>::N)
+#endif
 #define MVP_MAX_WARPS (MVP_THREADS / 32) /* the smallest warp size is 32 */
 
 /* Dynamic shared memory of k_mvp for a row of n_in elements. */
@@ -1631,7 +1648,7 @@ MM_UNROLL
  * warpSize / 2, lane 0 stores. Int8 formats: a non-finite xin makes the whole block compute its
  * rows in f32 from x (F::Dec decode), so NaN/inf propagate as in the f32 kernels. */
 template <class F, int UN>
-__global__ void __launch_bounds__(MVP_THREADS, MVP_MIN_BLOCKS)
+__global__ void MVP_BOUNDS(F)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum) {
     extern __shared__ float4 mvp_smem4[];
