@@ -26,7 +26,7 @@
  *    once into context scratch, then the product) that n == 2 uses. Read at init: RF_MM_F32_MV=1
  *    keeps the f32 kernels for every type, RF_MM_MVP=0 the two-kernel path (reference / A/B),
  *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
- *    capture).
+ *    capture), RF_MM_REPACK=0 no X8 layouts (rf_gpu_mm_repack leaves every weight as it is).
  *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
  *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
  *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
