@@ -674,103 +674,6 @@ static void test_ex_rows(gpu_env *env) {
     }
 }
 
-/* rf_gpu_matmul_swiglu: the down projection with silu(gate) * up as its input, n = 1, against the
- * double oracle (the swiglu in double from the f32 gate / up, then the exact dot; tolerance as
- * test_ex_rows, the int8 rounding bound taken on the swiglu values), accumulate on and off, over
- * enough rows for several per warp. n = 2 must be declined (0, nothing written). A NaN in gate:
- * NaN exactly in the rows where the oracle's dot is NaN. */
-static void test_swiglu(gpu_env *env) {
-    static const uint32_t ST[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q8_0,
-                                  RF_TYPE_Q4_0, RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q5_K,      RF_TYPE_Q4_1};
-    for (size_t t = 0; t < sizeof ST / sizeof ST[0]; t++) {
-        const uint32_t type = ST[t], bt = base_type(type);
-        const int int8 = bt != RF_TYPE_F16 && bt != RF_TYPE_BF16;
-        const int64_t n_in = t % 2 ? 4352 : 1280, n_out = test_randint(50, 3000);
-        const int accumulate = test_randint(0, 1);
-        uint64_t rb = 0;
-        rf_row_bytes(bt, (uint64_t)n_in, &rb);
-        uint8_t *w = malloc(rb * (uint64_t)n_out);
-        make_weights(bt, n_out, n_in, w);
-        float *g = malloc(sizeof(float) * (size_t)(2 * n_in)), *u = malloc(sizeof(float) * (size_t)(2 * n_in));
-        float *y0 = malloc(sizeof(float) * (size_t)n_out), *y = malloc(sizeof(float) * (size_t)n_out);
-        float *wf = malloc(sizeof(float) * (size_t)n_in);
-        double *xin = malloc(sizeof(double) * (size_t)n_in);
-        for (int64_t k = 0; k < 2 * n_in; k++) g[k] = gauss() * 3.0f, u[k] = gauss() * 3.0f;
-        for (int64_t o = 0; o < n_out; o++) y0[o] = accumulate ? gauss() : NAN;
-        for (int64_t k = 0; k < n_in; k++) xin[k] = (double)g[k] / (1.0 + exp(-(double)g[k])) * (double)u[k];
-        void *dw = upload_w(env, type, w, n_out, n_in);
-        float *dg = rf_gpu_mm_alloc(sizeof(float) * (size_t)(2 * n_in)), *du = rf_gpu_mm_alloc(sizeof(float) * (size_t)(2 * n_in));
-        float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
-        if (!dw || !dg || !du || !dy) {
-            CHECK(0, "swiglu %s: device allocation", tname(type));
-            goto next;
-        }
-        rf_gpu_mm_upload(dg, g, sizeof(float) * (size_t)(2 * n_in));
-        rf_gpu_mm_upload(du, u, sizeof(float) * (size_t)(2 * n_in));
-        rf_gpu_mm_upload(dy, y0, sizeof(float) * (size_t)n_out);
-        const rf_gpu_mm_out o1 = {type, dw, n_out, NULL, dy};
-        int rc = rf_gpu_matmul_swiglu(env->ctx, &o1, n_in, dg, du, 1, accumulate);
-        CHECK(rc == 1, "swiglu %s %lldx%lld: rc %d (%s)", tname(type), (long long)n_out, (long long)n_in, rc,
-              rc < 0 ? rf_last_error() : "not served");
-        if (rc == 1 && rf_gpu_mm_sync(env->ctx) == 0) {
-            rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)n_out);
-            double worst = 0;
-            int64_t wrow = -1;
-            for (int64_t o = 0; o < n_out; o++) {
-                rf_dequantize_row(bt, w + o * rb, wf, n_in);
-                double sum = 0, a = 0;
-                for (int64_t k = 0; k < n_in; k++) {
-                    sum += (double)wf[k] * xin[k];
-                    a += fabs((double)wf[k] * xin[k]);
-                }
-                const double yv = accumulate ? y0[o] : 0.0, r = sum + yv;
-                const double lim = 1e-4 * (a + fabs(yv)) + (int8 ? 1.01 * q8_bound(wf, xin, n_in) : 0.0) + 1e-30;
-                const double e = isfinite(y[o]) ? fabs(y[o] - r) / lim : INFINITY;
-                if (!(e <= worst)) worst = e, wrow = o;
-            }
-            CHECK(worst <= 1.0, "swiglu %s %lldx%lld acc=%d: worst %.3g x tol at row %lld", tname(type), (long long)n_out,
-                  (long long)n_in, accumulate, worst, (long long)wrow);
-        }
-        /* n = 2 is not served: 0, and y keeps its poison */
-        rf_gpu_mm_fill(dy, 0xff, sizeof(float) * (size_t)n_out);
-        rc = rf_gpu_matmul_swiglu(env->ctx, &o1, n_in, dg, du, 2, accumulate);
-        int untouched = rc == 0 && rf_gpu_mm_sync(env->ctx) == 0;
-        rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)n_out);
-        for (int64_t o = 0; o < n_out && untouched; o++) untouched = isnan(y[o]);
-        CHECK(untouched, "swiglu %s n=2: rc %d, must be declined without writing y", tname(type), rc);
-        /* NaN in gate */
-        {
-            const int64_t j = test_randint(0, (int)n_in - 1);
-            g[j] = NAN;
-            rf_gpu_mm_upload(dg, g, sizeof(float) * (size_t)n_in);
-            rc = rf_gpu_matmul_swiglu(env->ctx, &o1, n_in, dg, du, 1, 0);
-            if (rc == 1) rc = rf_gpu_mm_sync(env->ctx) == 0 ? 1 : -1;
-            rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)n_out);
-            int64_t wrong = rc == 1 ? 0 : -1;
-            for (int64_t o = 0; o < n_out && rc == 1; o++) {
-                rf_dequantize_row(bt, w + o * rb, wf, n_in);
-                double sum = 0;
-                for (int64_t k = 0; k < n_in; k++)
-                    sum += (double)wf[k] * (k == j ? (double)NAN : xin[k]);
-                if (isnan(sum) != isnan(y[o])) wrong++;
-            }
-            CHECK(wrong == 0, "swiglu %s: NaN in gate, %lld rows disagree with the oracle", tname(type), (long long)wrong);
-        }
-    next:
-        rf_gpu_mm_dfree(dw);
-        rf_gpu_mm_dfree(dg);
-        rf_gpu_mm_dfree(du);
-        rf_gpu_mm_dfree(dy);
-        free(w);
-        free(g);
-        free(u);
-        free(y0);
-        free(y);
-        free(wf);
-        free(xin);
-    }
-}
-
 static void test_gpu(void) {
     const int ndev = rf_gpu_mm_device_count();
     /* number of checks each type would run: see test_case */
@@ -808,7 +711,6 @@ static void test_gpu(void) {
     }
     test_ex(&env);
     test_ex_rows(&env);
-    test_swiglu(&env);
     /* Errors. */
     float *d = rf_gpu_mm_alloc(4096);
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q8_1, d, 1, 32, d, 1, NULL, d) == -1, "Q8_1 must be refused");

@@ -168,11 +168,6 @@ typedef struct rf_backend_ops {
                       const void *k_cache, const void *v_cache, float *out);
     /* out[i] = silu(gate[i]) * up[i] for i < n. */
     void (*swiglu)(rf_backend *be, const float *gate, const float *up, int64_t n, float *out);
-    /* Optional (NULL: the runtime calls swiglu, then matmul). The FFN's down projection with the
-     * swiglu folded into its input: out->y[t][:] (+)= (silu(gate[t]) * up[t]) * out->w^T, gate and
-     * up [n][out->w->n_in]; the same values as swiglu-then-matmul within the matmul's tolerance.
-     * gate may be overwritten (used as scratch). */
-    void (*matmul_swiglu)(rf_backend *be, const rf_mm_out *out, float *gate, const float *up, int n, bool accumulate);
     /* out[r][:] = x[rows[r]][:] for r < n_rows (rows in backend memory). */
     void (*get_rows)(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
     /* Copies cache block src to block dst of one layer's K or V cache (copy-on-write): bytes

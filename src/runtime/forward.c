@@ -51,13 +51,9 @@ void rf_forward(rf_context *c) {
 
         rf_mm_out gate_up[2] = {{&L->w_gate, NULL, c->gate}, {&L->w_up, NULL, c->up}};
         op->matmul(be, 2, gate_up, c->x, n, &L->ffn_norm, eps, false, c->h);
+        op->swiglu(be, c->gate, c->up, (int64_t)n * hp->n_ff, c->gate);
         rf_mm_out down = {&L->w_down, NULL, c->x};
-        if (op->matmul_swiglu) {
-            op->matmul_swiglu(be, &down, c->gate, c->up, n, true);
-        } else {
-            op->swiglu(be, c->gate, c->up, (int64_t)n * hp->n_ff, c->gate);
-            op->matmul(be, 1, &down, c->gate, n, NULL, 0.0f, true, NULL);
-        }
+        op->matmul(be, 1, &down, c->gate, n, NULL, 0.0f, true, NULL);
     }
     op->get_rows(be, c->x, st->out_rows, st->n_out, d, c->hsel);
     rf_mm_out logits = {&m->output, NULL, c->logits};

@@ -53,7 +53,6 @@ typedef struct {
     size_t sample_scratch_bytes;
     int capturing;
     int attn_mode, attn_split;
-    int fold_swiglu; /* matmul_swiglu folds the swiglu into the decode matvec (RF_GPU_FOLD_SWIGLU=0: off) */
     rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
 } gpu_impl;
 
@@ -319,30 +318,6 @@ static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_
     check_launch(g, "swiglu", rf_gpu_swiglu(g->stream, gate, up, n, out));
 }
 
-/* Down projection with the swiglu folded into the decode matvec's x staging where it serves the
- * call (n == 1); otherwise the two ops. RF_GPU_FOLD_SWIGLU=0 at init: always the two ops (A/B). */
-static void op_matmul_swiglu(rf_backend *be, const rf_mm_out *out, float *gate, const float *up, int n,
-                             bool accumulate) {
-    gpu_impl *g = G(be);
-    if (g->err[0]) return;
-    const rf_weight *w = out->w;
-    int rc = 0;
-    if (g->fold_swiglu && !out->bias) {
-        const rf_gpu_mm_out mo = {w->layout ? w->layout : w->type, w->data, w->n_out, NULL, out->y};
-        rc = rf_gpu_matmul_swiglu(g->mm, &mo, w->n_in, gate, up, n, accumulate);
-        if (rc < 0) {
-            record(g, "matmul %s (swiglu input, %s, n=%d): %s", w->name ? w->name : "?", rf_type_name(w->type), n,
-                   rf_last_error());
-            return;
-        }
-        if (rc > 0 && g->prof && !g->capturing) rf_gpu_profile_mark(g->prof, "matmul ffn_down + swiglu n=1");
-    }
-    if (rc == 0) {
-        op_swiglu(be, gate, up, (int64_t)n * w->n_in, gate);
-        op_matmul(be, 1, out, gate, n, NULL, 0.0f, accumulate, NULL);
-    }
-}
-
 static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
     gpu_impl *g = G(be);
     check_launch(g, "get_rows", rf_gpu_get_rows(g->stream, x, rows, n_rows, dim, out));
@@ -450,7 +425,6 @@ static const rf_backend_ops gpu_ops = {
     .rope_store_kv = op_rope_store_kv,
     .attention = op_attention,
     .swiglu = op_swiglu,
-    .matmul_swiglu = op_matmul_swiglu,
     .get_rows = op_get_rows,
     .copy_block = op_copy_block,
     .sample = op_sample,
@@ -487,7 +461,6 @@ rf_backend *rf_gpu_backend_create(int dev) {
     g->cc_major = prop.major;
     g->cc_minor = prop.minor;
     g->n_sm = prop.multiProcessorCount;
-    g->fold_swiglu = !(getenv("RF_GPU_FOLD_SWIGLU") && atoi(getenv("RF_GPU_FOLD_SWIGLU")) == 0);
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     if ((e = gpuStreamCreateWithFlags(&g->stream, gpuStreamNonBlocking)) != gpuSuccess) {
         rf_set_error("creating a stream on %s: %s", g->name, gpuGetErrorString(e));

@@ -1292,10 +1292,6 @@ MM_UNROLL
 #define QX_MAX_IN 32768 /* largest n_in of the int8 path (scratch sized at init) */
 #define QX_MAX_N 2
 
-/* SwiGLU of one element, silu(g) * u: the expression of elementwise.cu's swiglu_kernel, so the
- * folded and the separate paths feed the matmul the same values. */
-__device__ __forceinline__ float mm_swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 /* Block-wide RMS scale of x (1 when norm_w is NULL): 1 / sqrt(sum x^2 / n_in + eps), the sum of
  * squares in f32, warp sums combined in warp order, so every thread gets the same value. x and
  * n_in as k_qx; red: blockDim.x / warpSize floats of shared memory. Contains a barrier when
@@ -1317,8 +1313,7 @@ __device__ __forceinline__ float mm_norm_scale(const float *__restrict__ x, int6
     return 1.0f / sqrtf(t / (float)n_in + eps);
 }
 
-/* The int8 path's quantization of one column, xin = x * scale * norm_w, or swiglu(x, up) when up is
- * set (then norm_w is NULL), or x: per 32 elements
+/* The int8 path's quantization of one column, xin = x * scale * norm_w (or x): per 32 elements
  * q = round(xin / d) in [-127, 127], d = amax / 127; q to xq[0, n_in), {d, d * sum q} to
  * xd[0, n_in / 32). SW = 1 stores q through mm_xswz (k_mvp's permuted shared copy). Each thread
  * quantizes 8-element pieces; the 4 lanes of a 32-block combine amax and sum(q) with xor
@@ -1327,7 +1322,7 @@ __device__ __forceinline__ float mm_norm_scale(const float *__restrict__ x, int6
  * (no barrier: the caller combines the flags). */
 template <int SW>
 __device__ __forceinline__ int mm_quantize_x(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
-                                             float scale, int8_t *xq, float2 *xd, const float *up = NULL) {
+                                             float scale, int8_t *xq, float2 *xd) {
     const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
     const int npieces = (int)(n_in / 8);
     const int iters = (npieces + bd - 1) / bd;
@@ -1344,12 +1339,6 @@ __device__ __forceinline__ int mm_quantize_x(const float *__restrict__ xr, int64
                 const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
 MM_UNROLL
                 for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
-            }
-            if (up) {
-                const float4 ua = *(const float4 *)(up + 8 * p), ub = *(const float4 *)(up + 8 * p + 4);
-                const float u[8] = {ua.x, ua.y, ua.z, ua.w, ub.x, ub.y, ub.z, ub.w};
-MM_UNROLL
-                for (int i = 0; i < 8; i++) v[i] = mm_swiglu(v[i], u[i]);
             }
         } else {
 MM_UNROLL
@@ -1606,25 +1595,21 @@ static size_t mvp_smem_bytes(int f32x, int64_t n_in) { return 64 + mvp_x_bytes(f
  * xs + mvp_round64(n_in). Returns nonzero in every thread when xin has a non-finite element.
  * Ends with a barrier. */
 __device__ __forceinline__ int mvp_stage_i8(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
-                                            float scale, uint8_t *xs, const float *up) {
+                                            float scale, uint8_t *xs) {
     return __syncthreads_or(
-        mm_quantize_x<1>(xr, n_in, norm_w, scale, (int8_t *)xs, (float2 *)(xs + mvp_round64(n_in)), up));
+        mm_quantize_x<1>(xr, n_in, norm_w, scale, (int8_t *)xs, (float2 *)(xs + mvp_round64(n_in))));
 }
 
 /* Stages xin in f32, halves split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 +
  * e / 8 * 4 + e % 4). Ends with a barrier. */
 __device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
-                                              float scale, uint8_t *xs, const float *up) {
+                                              float scale, uint8_t *xs) {
     float *xf = (float *)xs;
     for (int64_t i = threadIdx.x; i < n_in / 4; i += blockDim.x) {
         float4 v = *(const float4 *)(xr + 4 * i);
         if (norm_w) {
             const float4 g = *(const float4 *)(norm_w + 4 * i);
             v.x = v.x * scale * g.x, v.y = v.y * scale * g.y, v.z = v.z * scale * g.z, v.w = v.w * scale * g.w;
-        }
-        if (up) {
-            const float4 u = *(const float4 *)(up + 4 * i);
-            v.x = mm_swiglu(v.x, u.x), v.y = mm_swiglu(v.y, u.y), v.z = mm_swiglu(v.z, u.z), v.w = mm_swiglu(v.w, u.w);
         }
         *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
     }
@@ -1651,8 +1636,7 @@ MM_UNROLL
 
 /* k_mvp: for each job J (rows of the concatenated row space, MvJob.row0 ascending, no padding):
  *   y_J[o] (+)= sum_e W_J[o][e] * xin[e] + bias_J[o],   n = 1,
- * xin = x, x RMS-normed (as k_mv), or swiglu(x, up) elementwise (up set, norm_w NULL; the FFN's
- * gate and up folded into the down projection). Shapes and alignment: every W_J has row_bytes bytes per row
+ * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
  * (n_in / F::QK blocks), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
  * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
  * Launch: blockDim.x = MVP_THREADS, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
@@ -1666,7 +1650,7 @@ MM_UNROLL
 template <class F, int UN>
 __global__ void MVP_BOUNDS(F)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum, const float *__restrict__ up) {
+          const float *__restrict__ norm_w, float eps, int accum) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
 #if MM_XSWZ_ON
@@ -1689,9 +1673,9 @@ __global__ void MVP_BOUNDS(F)
     const float scale = mm_norm_scale(x, n_in, norm_w, eps, red);
     int bad = 0;
     if (F::F32X)
-        mvp_stage_f32(x, n_in, norm_w, scale, xs, up);
+        mvp_stage_f32(x, n_in, norm_w, scale, xs);
     else
-        bad = mvp_stage_i8(x, n_in, norm_w, scale, xs, up);
+        bad = mvp_stage_i8(x, n_in, norm_w, scale, xs);
     if (bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         typedef typename F::Dec D;
         for (int64_t r = r0; r < r1; r++) {
@@ -1704,7 +1688,7 @@ __global__ void MVP_BOUNDS(F)
                 D::dec(w + (int64_t)(kk / D::C) * D::BB, kk % D::C, wv);
                 for (int e = 0; e < D::E; e++) {
                     const int64_t i = (int64_t)kk * D::E + e;
-                    a += wv[e] * (up ? mm_swiglu(x[i], up[i]) : norm_w ? x[i] * scale * norm_w[i] : x[i]);
+                    a += wv[e] * (norm_w ? x[i] * scale * norm_w[i] : x[i]);
                 }
             }
             for (int off = ws / 2; off > 0; off >>= 1) a += MM_SHFL_XOR(a, off);
@@ -2190,7 +2174,7 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
  * every warp gets the same number of rows (rpw) except the last. */
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
-                      const float *x, const float *norm_w, float eps, int accum, const float *up) {
+                      const float *x, const float *norm_w, float eps, int accum) {
     const size_t smem = mvp_smem_bytes(F::F32X, n_in);
     const int wpb = MVP_THREADS / ctx->warp_size;
     const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem) * wpb;
@@ -2211,26 +2195,24 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.stream = ctx->stream;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, up),
+        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum),
                         "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, up);
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
-/* k_mvp for one group of same-format outputs (up: the swiglu operand, see k_mvp; NULL for a plain
- * input). Returns 1 done, 0 ineligible, -1 error. Eligible: n == 1, x, norm_w and up 16-byte
- * aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the staged x within MV_SMEM_MAX,
- * every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
+/* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
+ * n == 1, x and norm_w 16-byte aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the
+ * staged x within MV_SMEM_MAX, every W aligned to F::A. */
 template <class F, int UN>
 static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
-                   const float *norm_w, float eps, int accum, const float *up = NULL) {
-    if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS ||
-        n_in <= 0 || n_in % F::QK || (!F::F32X && n_in % 32) || n_in % 8 ||
-        mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 || (norm_w && (uintptr_t)norm_w % 16) ||
-        (up && ((uintptr_t)up % 16 || norm_w)) || n_in / F::QK * F::UPB > INT32_MAX)
+                   const float *norm_w, float eps, int accum) {
+    if (!ctx->mvp || ctx->legacy_mv || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS || n_in <= 0 || n_in % F::QK ||
+        (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
+        (norm_w && (uintptr_t)norm_w % 16) || n_in / F::QK * F::UPB > INT32_MAX)
         return 0;
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % F::A) return 0;
@@ -2249,7 +2231,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
     }
     if (jobs.n == 0) return 1;
     const int64_t row_bytes = n_in / F::QK * F::BB;
-    return mvp_launch<F, UN>(ctx, jobs, rows, row_bytes, n_in, x, norm_w, eps, accum, up) ? -1 : 1;
+    return mvp_launch<F, UN>(ctx, jobs, rows, row_bytes, n_in, x, norm_w, eps, accum) ? -1 : 1;
 }
 
 /* Fast matvec for outputs of one decoder D (n <= 2). Returns 1 when done, 0 when ineligible (the
@@ -2608,33 +2590,6 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
             return -1;
     }
     return 0;
-}
-
-extern "C" int rf_gpu_matmul_swiglu(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *out, int64_t n_in, const float *gate,
-                                    const float *up, int n, int accumulate) {
-    if (!ctx || !out || n < 0 || n_in < 0 || out->n_out < 0 || !rf_gpu_matmul_supports(out->type)) {
-        rf_set_error("gpu matmul (swiglu input): bad arguments or unsupported type");
-        return -1;
-    }
-    if (n == 0 || out->n_out == 0) return 1;
-    const int acc = accumulate != 0;
-#define MVPG(V) mvp_try<MvpI8<V>, MvpUn<V>::UN>(ctx, out, 1, n_in, gate, n, NULL, 0.0f, acc, up)
-    switch (out->type) {
-    case RF_TYPE_F16: return mvp_try<MvpF16, 4>(ctx, out, 1, n_in, gate, n, NULL, 0.0f, acc, up);
-    case RF_TYPE_BF16: return mvp_try<MvpBF16, 4>(ctx, out, 1, n_in, gate, n, NULL, 0.0f, acc, up);
-    case RF_TYPE_Q4_0: return MVPG(VQ4_0);
-    case RF_TYPE_Q4_1: return MVPG(VQ4_1);
-    case RF_TYPE_Q5_0: return MVPG(VQ5_0);
-    case RF_TYPE_Q5_1: return MVPG(VQ5_1);
-    case RF_TYPE_Q8_0: return MVPG(VQ8_0);
-    case RF_TYPE_Q4_K: return MVPG(VQ4_K);
-    case RF_TYPE_Q5_K: return MVPG(VQ5_K);
-    case RF_TYPE_Q6_K: return MVPG(VQ6_K);
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVPG(VQ4_0X8);
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVPG(VQ8_0X8);
-    default: return 0;
-    }
-#undef MVPG
 }
 
 /* ---- Weight repacking (X8 layouts, see DecQ4_0X8) ------------------------------------------ */

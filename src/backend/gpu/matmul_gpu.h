@@ -115,16 +115,6 @@ int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_o
  * returns the repacked type, or 0 (nothing written) when the type / n_in has no such layout. */
 uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in);
 
-/* The FFN's down projection with the SwiGLU folded into its input, one output:
- *   y[t][o] (+)= sum_k W[o][k] * silu(gate[t][k]) * up[t][k],   silu(g) = g / (1 + e^-g)
- * (the expression of rf_gpu_swiglu, so the values equal swiglu-then-matmul's up to the int8 path's
- * rounding). Served only where the decode matvec takes it (n == 1, gate and up 16-byte aligned, the
- * type's k_mvp format): returns 1 when enqueued, 0 when not served (nothing enqueued: the caller
- * runs rf_gpu_swiglu and rf_gpu_matmul_ex), -1 + rf_set_error on a bad argument or launch error.
- * gate, up and y must not overlap. NaN/inf: as rf_gpu_matmul on the swiglu values. */
-int rf_gpu_matmul_swiglu(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *out, int64_t n_in, const float *gate,
-                         const float *up, int n, int accumulate);
-
 /* Whether rf_gpu_matmul supports weight type `type`. */
 int rf_gpu_matmul_supports(uint32_t type);
 
