@@ -2206,11 +2206,12 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
 
 /* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
  * n == 1, x and norm_w 16-byte aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the
- * staged x within MV_SMEM_MAX, every W aligned to F::A. */
+ * staged x within MV_SMEM_MAX, every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
 template <class F, int UN>
 static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum) {
-    if (!ctx->mvp || ctx->legacy_mv || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS || n_in <= 0 || n_in % F::QK ||
+    if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS ||
+        n_in <= 0 || n_in % F::QK ||
         (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
         (norm_w && (uintptr_t)norm_w % 16) || n_in / F::QK * F::UPB > INT32_MAX)
         return 0;
