@@ -18,6 +18,7 @@
  *    tol = 1e-2 in tests/test_matmul.c) but it is a bound, not a statistical guess.
  *    Non-finite x (n = 1, 2, 3, 33): a NaN in a column makes that whole output column NaN; an inf
  *    gives exactly the oracle's inf / NaN per output (the int8 path recomputes such a column in f32).
+ *    A few cases run again on a context with RF_MM_F32_MV=1 (the f32 matvec kernels at n <= 2).
  *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 rearranged on the device) run the same checks: the
  *    weight is uploaded in GGUF order, repacked in place, and compared with the same oracle; the
  *    host decoders of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
@@ -711,6 +712,20 @@ static void test_gpu(void) {
     }
     test_ex(&env);
     test_ex_rows(&env);
+    /* The f32 matvec kernels (RF_MM_F32_MV=1; also what n = 2 runs without RF_MM_I8_N2) on the
+     * formats whose dot they factor as mul * sum(t x) + add * sum(x), where an infinite x needs
+     * the exact per-element path. */
+    setenv("RF_MM_F32_MV", "1", 1);
+    gpu_env e32 = env;
+    e32.ctx = rf_gpu_matmul_init(NULL);
+    unsetenv("RF_MM_F32_MV");
+    CHECK(e32.ctx != NULL, "rf_gpu_matmul_init (RF_MM_F32_MV=1): %s", rf_last_error());
+    if (e32.ctx) {
+        test_case(&e32, RF_TYPE_Q4_K, 37, 768);
+        test_case(&e32, RF_TYPE_Q5_K, 70, 512);
+        test_case(&e32, RF_TYPE_Q4_0 | X8, 67, 768);
+        rf_gpu_matmul_free(e32.ctx);
+    }
     /* Errors. */
     float *d = rf_gpu_mm_alloc(4096);
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q8_1, d, 1, 32, d, 1, NULL, d) == -1, "Q8_1 must be refused");

@@ -859,17 +859,42 @@ MM_UNROLL
             }
         }
     }
-    __syncthreads();
+    typedef Qd<D> Q;
+    /* Q::MIN formats factor a dot as mul * sum(t x) + add * sum(x): exact for finite x, but an
+     * infinite x_j where t_j = 0 gives NaN where w_j x_j is +-inf. A block whose staged x has an
+     * infinity decodes exactly instead (D::dec, w * x per element), as the f64 oracle computes. */
+    int has_inf = 0;
+    if (Q::MIN) {
+        __syncthreads();
+        for (int i = (int)threadIdx.x; i < ncols * (int)n_in; i += (int)blockDim.x)
+            if (isinf(xs[(int64_t)(i / n_in) * n_in + xs_pos((int)(i % n_in))])) has_inf = 1;
+        has_inf = __syncthreads_or(has_inf);
+    } else {
+        __syncthreads();
+    }
     if (!active) return; /* uniform per warp; no barrier follows */
     float acc[R][NC];
 MM_UNROLL
     for (int r = 0; r < R; r++)
 MM_UNROLL
         for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
-    typedef Qd<D> Q;
     const int nchunks = (int)(n_in / D::E);
+    if (has_inf)
+        for (int kk = lane; kk < nchunks; kk += ws) {
+            const int64_t boff = (int64_t)(kk / D::C) * D::BB;
+MM_UNROLL
+            for (int r = 0; r < R; r++) {
+                float w[D::E];
+                D::dec(wr[r] + boff, kk % D::C, w);
+MM_UNROLL
+                for (int c = 0; c < NC; c++)
+                    if (c < ncols)
+                        for (int e = 0; e < D::E; e++) acc[r][c] += w[e] * xs[(int64_t)c * n_in + xs_pos(kk * D::E + e)];
+            }
+        }
     /* small chunks (plain types, 16 bytes): U chunks per lane per step, U * R loads in flight */
     const int U = D::E <= 8 ? 4 : 1;
+    if (!has_inf)
     for (int k0 = lane; k0 < nchunks; k0 += U * ws)
 MM_UNROLL
     for (int u = 0; u < U; u++) {
