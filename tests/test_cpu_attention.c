@@ -16,7 +16,8 @@
  * NaN must appear exactly where the reference has NaN. For scores of ~1e3 an f32 rounding of a
  * score is ~1e-4 absolute, which moves weights by ~1e-4 relative: there the bounds are 1e-3.
  * The vectorized exp of each level: at most 2 ulp from libm expf over [-104, 89] and exact
- * special values. RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level. */
+ * special values; each level's swiglu within 4 ulp of cpu_swiglu, special values as it gives them.
+ * RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,55 @@ static void test_exp(void) {
     free(y);
 }
 
+/* The SIMD levels' swiglu against cpu_swiglu (libm expf): random gates over the whole useful range
+ * and odd lengths (the tail), within 4 ulp (the exp's 2 ulp, then a division and a product); the
+ * special values (0, -0, +-inf, NaN, large magnitudes) exactly as the reference gives them
+ * (NaN where it is NaN, the same infinities and zeros); and in place (out == gate). */
+static void test_swiglu(void) {
+    enum { N = 1 << 14 };
+    float *g = malloc(4 * N), *u = malloc(4 * N), *y = malloc(4 * N), *r = malloc(4 * N);
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (!k) continue;
+        uint32_t worst = 0;
+        float worst_g = 0;
+        for (int round = 0; round < 6; round++) {
+            const int n = N - round;
+            for (int i = 0; i < n; i++) {
+                g[i] = round < 2 ? test_randf(-100, 100) : test_randf(-8, 8);
+                u[i] = test_randf(-4, 4);
+            }
+            cpu_swiglu(g, u, n, r);
+            if (round == 5) {
+                memcpy(y, g, 4 * (size_t)n);
+                k->swiglu(y, u, n, y); /* in place */
+            } else {
+                k->swiglu(g, u, n, y);
+            }
+            for (int i = 0; i < n; i++) {
+                const uint32_t a = fbits(y[i]), b = fbits(r[i]), d = a > b ? a - b : b - a;
+                if ((y[i] == 0 && r[i] == 0) || d <= worst) continue;
+                worst = d, worst_g = g[i];
+            }
+        }
+        CHECK(worst <= 4, "%s swiglu: %u ulp from cpu_swiglu at gate %.9g", rf_isa_name((rf_isa)isa), worst, worst_g);
+        const float sg[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1000.0f, -1000.0f, 88.0f, -88.0f, 3.0f, -3.0f};
+        const float su[] = {2.0f, 2.0f, 1.0f, 1.0f, 1.0f, -1.0f, 1.0f, 0.0f, INFINITY, NAN, 1.0f};
+        enum { NS = sizeof sg / sizeof sg[0] };
+        float sy[NS], sr[NS];
+        cpu_swiglu(sg, su, NS, sr);
+        k->swiglu(sg, su, NS, sy);
+        int ok = 1;
+        for (int i = 0; i < NS; i++)
+            ok &= isnan(sr[i]) ? isnan(sy[i]) : (isinf(sr[i]) || sr[i] == 0) ? sy[i] == sr[i] : fabsf(sy[i] - sr[i]) <= 1e-6f * fabsf(sr[i]);
+        CHECK(ok, "%s swiglu: special values as cpu_swiglu", rf_isa_name((rf_isa)isa));
+    }
+    free(g);
+    free(u);
+    free(y);
+    free(r);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -312,6 +362,7 @@ int main(void) {
     }
     printf("SIMD attention levels on this CPU: %d\n", n_levels);
     test_exp();
+    test_swiglu();
     test_random();
     test_edges();
     if (verbose) {

@@ -82,4 +82,5 @@ AI void vtranspose(VF r[8]) {
 void rf_attn_kernels_avx2(rf_attn_kernels *k) {
     k->attention = attention_simd;
     k->exp = exp_simd;
+    k->swiglu = swiglu_simd;
 }

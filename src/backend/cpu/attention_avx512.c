@@ -66,4 +66,5 @@ AI void vtranspose(VF r[16]) {
 void rf_attn_kernels_avx512(rf_attn_kernels *k) {
     k->attention = attention_simd;
     k->exp = exp_simd;
+    k->swiglu = swiglu_simd;
 }

@@ -33,6 +33,10 @@ typedef struct {
     rf_attn_fn *attention;
     /* y[i] = exp(x[i]) for i < n (y may alias x): the level's vectorized expf (for tests). */
     void (*exp)(const float *x, float *y, int64_t n);
+    /* out[i] = silu(gate[i]) * up[i] for i < n (out may alias gate or up): cpu_swiglu with this
+     * exp (here because it shares it; the fast backend's FFN activation). Per element the same
+     * value wherever the element sits in the range. */
+    void (*swiglu)(const float *gate, const float *up, int64_t n, float *out);
 } rf_attn_kernels;
 
 /* Fill k for their level; only called once the CPU is known to have it (with F16C). */

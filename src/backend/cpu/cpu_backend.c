@@ -168,9 +168,33 @@ static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims
     rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
 }
 
+typedef struct {
+    const float *gate, *up;
+    float *out;
+    int64_t n;
+    const rf_attn_kernels *k;
+} swiglu_job;
+
+static void swiglu_worker(void *ctx, int ith, int nth) {
+    const swiglu_job *j = ctx;
+    const int64_t b = j->n * ith / nth, e = j->n * (ith + 1) / nth;
+    if (b < e) j->k->swiglu(j->gate + b, j->up + b, e - b, j->out + b);
+}
+
+/* The reference modes keep cpu_swiglu (libm expf); the fast mode uses the SIMD level's swiglu, on
+ * every thread for prompt-sized inputs (below 64k elements one thread is faster than the hand-off).
+ * Each element's value is the same however the range is split. */
 static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_t n, float *out) {
-    (void)be;
-    cpu_swiglu(gate, up, n, out);
+    const rf_attn_kernels *k = NULL;
+    if (impl_of(be)->mode == RF_CPU_FAST)
+        for (int i = impl_of(be)->isa; i > RF_ISA_SCALAR && !k; i--) k = rf_attn_kernels_at((rf_isa)i);
+    if (!k) {
+        cpu_swiglu(gate, up, n, out);
+        return;
+    }
+    swiglu_job j = {gate, up, out, n, k};
+    if (n < 65536) swiglu_worker(&j, 0, 1);
+    else rf_threadpool_run(impl_of(be)->tp, swiglu_worker, &j);
 }
 
 static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
