@@ -259,6 +259,7 @@ int rf_model_upload(rf_model *m, rf_backend *be) {
 static void free_one(rf_model *m, rf_weight *w) {
     if (w->data && m->be) m->be->ops->free_weight(m->be, w->data);
     w->data = NULL;
+    w->layout = 0;
 }
 
 void rf_model_close(rf_model *m) {
