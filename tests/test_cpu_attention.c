@@ -27,6 +27,7 @@
 #include "backend/cpu/ops.h"
 #include "core/dtype.h"
 #include "core/util.h"
+#include "paged_kv.h"
 #include "test.h"
 
 enum { EDGE_NONE, EDGE_LARGE, EDGE_NEGINF, EDGE_NAN_Q, EDGE_NAN_V };
@@ -39,54 +40,16 @@ static void fill(float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = test_randf(lo, hi);
 }
 
-/* The cache as stored: f32 as is, or rounded to f16 (NaN and inf stay). */
-static void *kv_pack(const float *x, uint32_t kvt, size_t n) {
-    if (kvt == RF_TYPE_F32) {
-        float *o = malloc(4 * n);
-        memcpy(o, x, 4 * n);
-        return o;
-    }
-    uint16_t *o = malloc(2 * n);
-    for (size_t i = 0; i < n; i++) o[i] = rf_fp32_to_fp16(x[i]);
-    return o;
-}
-
 /* Sequences of lengths len[0..n_seq); the batch holds the last tail[s] positions of sequence s,
  * tokens of the sequences interleaved. */
 static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail, int n_seq, uint32_t kvt,
                      int edge) {
-    int max_len = 0, n_tok = 0;
-    for (int s = 0; s < n_seq; s++) {
-        max_len = len[s] > max_len ? len[s] : max_len;
-        n_tok += tail[s];
-    }
-    const int max_blocks = (max_len + bsz - 1) / bsz, n_blocks = max_blocks * n_seq + 3;
-    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, n_slots = (size_t)n_blocks * bsz;
-    int *perm = malloc(sizeof(int) * (size_t)n_blocks);
-    for (int i = 0; i < n_blocks; i++) perm[i] = i;
-    for (int i = n_blocks - 1; i > 0; i--) {
-        int j = test_randint(0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int32_t *bt = malloc(sizeof(int32_t) * (size_t)n_seq * max_blocks);
-    for (int i = 0; i < n_seq * max_blocks; i++) bt[i] = perm[i];
-    float *kc = malloc(4 * n_slots * kvd), *vc = malloc(4 * n_slots * kvd);
-    for (size_t i = 0; i < n_slots * kvd; i++) kc[i] = vc[i] = NAN;
-    for (int s = 0; s < n_seq; s++)
-        for (int p = 0; p < len[s]; p++) {
-            size_t sl = (size_t)bt[s * max_blocks + p / bsz] * bsz + p % bsz;
-            fill(kc + sl * kvd, kvd, -1, 1);
-            fill(vc + sl * kvd, kvd, -1, 1);
-        }
-    int32_t *pos = malloc(4 * (size_t)n_tok), *seq_row = malloc(4 * (size_t)n_tok);
-    int t = 0;
-    for (int r = 0; t < n_tok; r++)
-        for (int s = 0; s < n_seq; s++)
-            if (r < tail[s]) {
-                pos[t] = len[s] - tail[s] + r;
-                seq_row[t++] = s;
-            }
+    test_paged_kv c;
+    test_paged_kv_make(&c, n_kv, hd, bsz, len, tail, n_seq);
+    const int n_tok = c.n_tok, max_len = c.max_len, max_blocks = c.max_blocks;
+    const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots;
+    int32_t *bt = c.bt, *pos = c.pos, *seq_row = c.seq_row;
+    float *kc = c.kc, *vc = c.vc;
     float *q = malloc(4 * (size_t)n_tok * qd);
     fill(q, (size_t)n_tok * qd, -2, 2);
     const int group = n_head / n_kv;
@@ -94,13 +57,13 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
         for (size_t i = 0; i < (size_t)n_tok * qd; i++) q[i] *= 500.0f;
     if (edge == EDGE_NEGINF) { /* K[p = len/2, head 0][0] = -inf with q[., heads of group 0][0] > 0 */
         const int p = len[0] / 2;
-        kc[((size_t)bt[p / bsz] * bsz + p % bsz) * kvd] = -INFINITY;
+        kc[test_paged_kv_slot(&c, 0, p) * kvd] = -INFINITY;
         for (int i = 0; i < n_tok; i++)
             for (int h = 0; h < group; h++) q[(size_t)i * qd + (size_t)h * hd] = test_randf(0.5f, 2.0f);
     }
     if (edge == EDGE_NAN_Q) q[(size_t)(n_tok - 1) * qd + (size_t)(n_head - 1) * hd + hd - 1] = NAN;
-    if (edge == EDGE_NAN_V) vc[(size_t)bt[0] * bsz * kvd + 3] = NAN; /* sequence 0, position 0, dim 3 */
-    void *kcs = kv_pack(kc, kvt, n_slots * kvd), *vcs = kv_pack(vc, kvt, n_slots * kvd);
+    if (edge == EDGE_NAN_V) vc[test_paged_kv_slot(&c, 0, 0) * kvd + 3] = NAN; /* sequence 0, position 0, dim 3 */
+    void *kcs = test_kv_pack(kc, kvt, n_slots * kvd), *vcs = test_kv_pack(vc, kvt, n_slots * kvd);
     const size_t n_out = (size_t)n_tok * qd;
     float *ref = malloc(4 * n_out), *got = malloc(4 * n_out);
     rf_step st = {.n_tokens = n_tok, .n_seq_rows = n_seq, .max_blocks = max_blocks, .block_size = bsz,
@@ -111,7 +74,7 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
     double vmax = 0;
     for (int s = 0; s < n_seq; s++)
         for (int p = 0; p < len[s]; p++) {
-            size_t sl = (size_t)bt[s * max_blocks + p / bsz] * bsz + p % bsz;
+            const size_t sl = test_paged_kv_slot(&c, s, p);
             for (size_t i = 0; i < kvd; i++)
                 if (!isnan(vc[sl * kvd + i])) vmax = fmax(vmax, fabs(vc[sl * kvd + i]));
         }
@@ -167,12 +130,7 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
             CHECK(nn == (size_t)hd, "%s: %zu of %d NaN in the row of the NaN query", what, nn, hd);
         }
     }
-    free(perm);
-    free(bt);
-    free(kc);
-    free(vc);
-    free(pos);
-    free(seq_row);
+    test_paged_kv_free(&c);
     free(q);
     free(kcs);
     free(vcs);
@@ -320,7 +278,7 @@ static void time_prompt(int n, uint32_t kvt) {
     float *kc = malloc(4 * (size_t)mb * bsz * kvd), *vc = malloc(4 * (size_t)mb * bsz * kvd);
     fill(kc, (size_t)mb * bsz * kvd, -1, 1);
     fill(vc, (size_t)mb * bsz * kvd, -1, 1);
-    void *kcs = kv_pack(kc, kvt, (size_t)mb * bsz * kvd), *vcs = kv_pack(vc, kvt, (size_t)mb * bsz * kvd);
+    void *kcs = test_kv_pack(kc, kvt, (size_t)mb * bsz * kvd), *vcs = test_kv_pack(vc, kvt, (size_t)mb * bsz * kvd);
     float *q = malloc(4 * (size_t)n * qd), *out = malloc(4 * (size_t)n * qd);
     fill(q, (size_t)n * qd, -2, 2);
     int32_t *pos = malloc(4 * (size_t)n), *seq = calloc((size_t)n, 4), *bt = malloc(4 * (size_t)mb);

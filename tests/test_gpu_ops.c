@@ -29,6 +29,7 @@
 #include "core/quant.h"
 #include "core/util.h"
 #include "golden.h"
+#include "paged_kv.h"
 #include "model/model.h"
 #include "rocmforge.h"
 #include "runtime/sampler.h"
@@ -184,16 +185,6 @@ static void kv_widen(const void *src, uint32_t kv_type, size_t n, float *dst) {
     for (size_t i = 0; i < n; i++)
         dst[i] = kv_type == RF_TYPE_F16 ? rf_fp16_to_fp32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
 }
-/* Converts n f32 values to cache elements of kv_type (f16: round to nearest even). */
-static void *kv_pack(const float *src, uint32_t kv_type, size_t n) {
-    void *d = malloc(n * (kv_type == RF_TYPE_F16 ? 2 : 4));
-    for (size_t i = 0; i < n; i++) {
-        if (kv_type == RF_TYPE_F16) ((uint16_t *)d)[i] = rf_fp32_to_fp16(src[i]);
-        else ((float *)d)[i] = src[i];
-    }
-    return d;
-}
-
 static void test_rope(void) {
     struct { int mode, hd, n_rot, n_head, n_kv, ff; float fs; } cfg[] = {
         {RF_ROPE_NORMAL, 64, 64, 8, 8, 0, 1.0f},   {RF_ROPE_NEOX, 128, 128, 16, 4, 0, 1.0f},
@@ -222,7 +213,7 @@ static void test_rope(void) {
         for (size_t i = 0; i < RF_ARRAY_LEN(edge) && i < (size_t)n_tok * kvd; i++)
             v[test_randint(0, n_tok * kvd - 1)] = edge[i];
         fill(sent, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
-        void *kc = kv_pack(sent, kvt, (size_t)n_slots * kvd), *vc = kv_pack(sent, kvt, (size_t)n_slots * kvd);
+        void *kc = test_kv_pack(sent, kvt, (size_t)n_slots * kvd), *vc = test_kv_pack(sent, kvt, (size_t)n_slots * kvd);
         fill(ff, 64, 1.0f, 8.0f);
         int perm[64];
         for (int i = 0; i < n_slots; i++) perm[i] = i;
@@ -284,50 +275,19 @@ static void test_rope(void) {
  * reading one would show. mode/n_split select the GPU kernel (gpu_backend.h). */
 static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len,
                               const int *tail, int n_seq, int nan_case, uint32_t kvt) {
-    int max_len = 0, n_tok = 0;
-    for (int s = 0; s < n_seq; s++) {
-        max_len = RF_MAX(max_len, len[s]);
-        n_tok += tail[s];
-    }
-    const int max_blocks = (max_len + bsz - 1) / bsz;
-    const int n_blocks = max_blocks * n_seq + 3;
-    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, n_slots = (size_t)n_blocks * bsz;
-    int *perm = malloc(sizeof(int) * (size_t)n_blocks);
-    for (int i = 0; i < n_blocks; i++) perm[i] = i;
-    for (int i = n_blocks - 1; i > 0; i--) {
-        int j = test_randint(0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int32_t *bt = malloc(sizeof(int32_t) * (size_t)n_seq * max_blocks);
-    for (int i = 0; i < n_seq * max_blocks; i++) bt[i] = perm[i];
-    float *kc = malloc(4 * n_slots * kvd), *vc = malloc(4 * n_slots * kvd);
-    for (size_t i = 0; i < n_slots * kvd; i++) kc[i] = vc[i] = NAN;
-    for (int s = 0; s < n_seq; s++)
-        for (int p = 0; p < len[s]; p++) {
-            size_t sl = (size_t)bt[s * max_blocks + p / bsz] * bsz + p % bsz;
-            fill(kc + sl * kvd, kvd, -1, 1);
-            fill(vc + sl * kvd, kvd, -1, 1);
-        }
-    int32_t *pos = malloc(4 * (size_t)n_tok), *seq_row = malloc(4 * (size_t)n_tok);
-    int t = 0, max_pos = 0;
-    /* interleave sequences' tokens: token order need not group sequences */
-    for (int r = 0; t < n_tok; r++)
-        for (int s = 0; s < n_seq; s++)
-            if (r < tail[s]) {
-                pos[t] = len[s] - tail[s] + r;
-                seq_row[t++] = s;
-                max_pos = RF_MAX(max_pos, len[s] - 1);
-            }
+    test_paged_kv c;
+    test_paged_kv_make(&c, n_kv, hd, bsz, len, tail, n_seq);
+    const int n_tok = c.n_tok, max_blocks = c.max_blocks, max_pos = c.max_len - 1;
+    const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots;
+    int32_t *bt = c.bt, *pos = c.pos, *seq_row = c.seq_row;
+    float *kc = c.kc, *vc = c.vc;
     float *q = malloc(4 * (size_t)n_tok * qd);
     fill(q, (size_t)n_tok * qd, -2, 2);
-    if (nan_case) { /* a NaN in a visible V element of sequence 0, position 0: dim 3 of KV head 0 */
-        size_t sl = (size_t)bt[0] * bsz;
-        vc[sl * kvd + 3] = NAN;
-    }
+    if (nan_case) /* a NaN in a visible V element of sequence 0, position 0: dim 3 of KV head 0 */
+        vc[test_paged_kv_slot(&c, 0, 0) * kvd + 3] = NAN;
     /* the cache as stored (f16: the values rounded, NaN stays NaN); CPU and GPU read the same one */
     const size_t es = kvt == RF_TYPE_F16 ? 2 : 4;
-    void *kcs = kv_pack(kc, kvt, n_slots * kvd), *vcs = kv_pack(vc, kvt, n_slots * kvd);
+    void *kcs = test_kv_pack(kc, kvt, n_slots * kvd), *vcs = test_kv_pack(vc, kvt, n_slots * kvd);
     void *dkc = dput(kcs, es * n_slots * kvd), *dvc = dput(vcs, es * n_slots * kvd);
     float *dq = dput(q, 4 * (size_t)n_tok * qd);
     int32_t *dpos = dput(pos, 4 * (size_t)n_tok), *dseq = dput(seq_row, 4 * (size_t)n_tok);
@@ -377,7 +337,7 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
         CHECK(n_nan > 0, "attention NaN case: the CPU reference shows no NaN");
     }
     dfree(dkc); dfree(dvc); dfree(dq); dfree(dpos); dfree(dseq); dfree(dbt); dfree(dout);
-    free(perm); free(bt); free(kc); free(vc); free(pos); free(seq_row); free(q); free(ref); free(got);
+    test_paged_kv_free(&c); free(q); free(ref); free(got);
     free(kcs); free(vcs);
 }
 
@@ -527,7 +487,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     const char *tn = kvt == RF_TYPE_F16 ? "f16" : "f32";
     float *kh = malloc(4 * (size_t)max_ctx * kvd);
     fill(kh, (size_t)max_ctx * kvd, -1, 1);
-    void *khs = kv_pack(kh, kvt, (size_t)max_ctx * kvd);
+    void *khs = test_kv_pack(kh, kvt, (size_t)max_ctx * kvd);
     void *kc = dput(khs, es * max_ctx * kvd), *vc = dput(khs, es * max_ctx * kvd);
     free(kh);
     free(khs);

@@ -4,6 +4,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "backend/cpu/avx512_tr16.h"
+
 #define AI static inline __attribute__((always_inline))
 #define W 16
 #define VF __m512
@@ -34,29 +36,11 @@ AI float vhmax(VF v) { return _mm512_reduce_max_ps(v); }
 AI float vhsum(VF v) { return _mm512_reduce_add_ps(v); }
 AI VF vkeep(VF v, int n, float fill) { return _mm512_mask_blend_ps(mask_n(n), _mm512_set1_ps(fill), v); }
 
-/* 16 x 16 transpose (unpack 32-bit, unpack 64-bit, then two rounds of 128-bit lane shuffles). */
+/* 16 x 16 transpose of the block's K rows (avx512_tr16.h). */
 AI void vtranspose(VF r[16]) {
-    __m512i t[16], u[16], x[16];
+    __m512i x[16];
     _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) x[i] = _mm512_castps_si512(r[i]);
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4i + j], 128-bit lane L: rows 4i..4i+3, element 4L + j */
-    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
-        const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-        x[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-        x[8 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        x[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-        x[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
-    }
+    tr16(x);
     _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] = _mm512_castsi512_ps(x[i]);
 }
 

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "backend/cpu/avx512_tr16.h"
 #include "backend/cpu/matmul_x86.inc"
 #include "core/quant.h"
 #include "core/util.h"
@@ -116,30 +117,6 @@ AI __m512 d_q8_0x2(const uint8_t *bp) {
     memcpy(&d0, bp, 2);
     memcpy(&d1, bp + 34, 2);
     return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)d1), _mm_set1_epi16((short)d0)));
-}
-
-/* 16x16 transpose of dwords: on return r[e] holds element e of the 16 input rows. */
-AI void tr16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4i + j], 128-bit lane L: rows 4i..4i+3, element 4L + j */
-    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
-        const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        r[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-        r[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
-    }
 }
 
 /* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 16 rows at w + ridx[i]
