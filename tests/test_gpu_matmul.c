@@ -675,6 +675,124 @@ static void test_ex_rows(gpu_env *env) {
     }
 }
 
+/* rf_gpu_mm_swiglu (swiglu that leaves its output quantized to int8) followed by the matmul that
+ * reads it (n = 1, no norm: the down projection of a decode step, which then copies that int8
+ * x). Oracle: out = g / (1 + expf(-g)) * u on the host (the device's expf may differ by a couple
+ * of ulp: |out - ref| <= 1e-6 |ref|), then the exact dot in double with test_case's int8
+ * tolerance. Odd block counts of 32, a few large n_in (several producer blocks), accumulate and
+ * bias on / off, then non-finite inputs: a NaN in up makes every output NaN, an inf in gate gives
+ * exactly the oracle's inf / NaN per output (the consumer's exact f32 path). Finally the int8 copy
+ * must be good for the next call only: a matmul on another x in between, then x = out again. */
+static void test_swiglu_q(gpu_env *env) {
+    static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_K,
+                                  RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS};
+    const int NT = (int)(sizeof ST / sizeof ST[0]);
+    for (int trial = 0; trial < 2 * NT; trial++) {
+        const uint32_t type = ST[trial % NT], bt = base_type(type);
+        const int64_t qk = rf_type_get(bt)->block_elems;
+        const int64_t unit = (type & X8) ? 256 : (qk > 32 ? qk : 32);
+        int64_t n_in = unit * test_randint(1, 24);
+        if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
+        if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
+        const int64_t n_out = test_randint(1, 300);
+        const int accumulate = trial % 2, non_finite = trial % 4 == 3 ? 1 + (trial / 4) % 2 : 0;
+        const int int8_path = bt != RF_TYPE_F16 && bt != RF_TYPE_IQ4_XS;
+        uint64_t rb = 0;
+        rf_row_bytes(bt, (uint64_t)n_in, &rb);
+        uint8_t *w = malloc(rb * (uint64_t)n_out);
+        make_weights(bt, n_out, n_in, w);
+        float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
+        for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(bt, w + o * rb, wf + o * n_in, n_in);
+        float *g = malloc(sizeof(float) * (size_t)n_in), *u = malloc(sizeof(float) * (size_t)n_in);
+        float *ref = malloc(sizeof(float) * (size_t)n_in), *out = malloc(sizeof(float) * (size_t)n_in);
+        const float scale = test_randf(0.2f, 4.0f);
+        for (int64_t k = 0; k < n_in; k++) g[k] = gauss() * scale, u[k] = gauss() * scale;
+        if (non_finite == 1) u[test_randint(0, (int)n_in - 1)] = NAN;
+        if (non_finite == 2) g[test_randint(0, (int)n_in - 1)] = INFINITY;
+        for (int64_t k = 0; k < n_in; k++) ref[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+        float *y0 = malloc(sizeof(float) * (size_t)n_out), *y = malloc(sizeof(float) * (size_t)n_out);
+        for (int64_t o = 0; o < n_out; o++) y0[o] = accumulate ? gauss() : NAN;
+        void *dw = upload_w(env, type, w, n_out, n_in);
+        float *dg = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *du = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out), *dx2 = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dg, g, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(du, u, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dy, y0, sizeof(float) * (size_t)n_out);
+        rf_gpu_mm_upload(dx2, ref, sizeof(float) * (size_t)n_in);
+        const int bias_on = test_randint(0, 1);
+        float *bias = malloc(sizeof(float) * (size_t)n_out);
+        for (int64_t o = 0; o < n_out; o++) bias[o] = bias_on ? gauss() : 0.0f;
+        float *db = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
+        rf_gpu_mm_upload(db, bias, sizeof(float) * (size_t)n_out);
+        rf_gpu_mm_out mo = {type, dw, n_out, bias_on ? db : NULL, dy};
+        /* out aliases gate, as in the forward pass */
+        int rc = dw ? rf_gpu_mm_swiglu(env->ctx, dg, du, n_in, dg) : -1;
+        CHECK(rc == 1, "swiglu_q %s n_in %lld: rc %d (%s)", tname(type), (long long)n_in, rc, rc < 0 ? rf_last_error() : "");
+        if (rc == 1) rc = rf_gpu_matmul_ex(env->ctx, 1, &mo, n_in, dg, 1, NULL, 0.0f, accumulate, NULL);
+        else rc = -1;
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        CHECK(rc == 0, "swiglu_q %s: matmul: %s", tname(type), rc ? rf_last_error() : "");
+        for (int pass = 0; pass < 2 && rc == 0; pass++) {
+            rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)n_out);
+            if (pass == 0) {
+                rf_gpu_mm_download(out, dg, sizeof(float) * (size_t)n_in);
+                int64_t bad = -1;
+                for (int64_t k = 0; k < n_in && bad < 0; k++)
+                    if (isfinite(ref[k]) ? !(fabsf(out[k] - ref[k]) <= 1e-6f * fabsf(ref[k]) + 1e-30f)
+                                         : memcmp(&out[k], &ref[k], 4) && !(isnan(out[k]) && isnan(ref[k])))
+                        bad = k;
+                CHECK(bad < 0, "swiglu_q %s n_in %lld: out[%lld] = %g, want %g", tname(type), (long long)n_in,
+                      (long long)bad, bad >= 0 ? out[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0);
+            }
+            double *xin = malloc(sizeof(double) * (size_t)n_in);
+            for (int64_t k = 0; k < n_in; k++) xin[k] = ref[k];
+            double worst = 0;
+            int64_t wi = -1;
+            double wref = 0;
+            for (int64_t o = 0; o < n_out; o++) {
+                double sum = 0, a = 0;
+                for (int64_t k = 0; k < n_in; k++) {
+                    const double p = (double)wf[o * n_in + k] * xin[k];
+                    sum += p;
+                    a += fabs(p);
+                }
+                const double yv = accumulate && !pass ? y0[o] : 0.0;
+                const double r = sum + bias[o] + yv;
+                const float gv = y[o];
+                double e;
+                if (!isfinite(r) || !isfinite(gv))
+                    e = (isnan(r) && isnan(gv)) || (!isnan(r) && r == (double)gv) ? 0.0 : INFINITY;
+                else {
+                    const double lim = 1e-4 * (a + fabs(bias[o]) + fabs(yv)) +
+                                       (int8_path ? 1.01 * q8_bound(wf + o * n_in, xin, n_in) : 0.0) + 1e-30;
+                    e = fabs(gv - r) / lim;
+                }
+                if (!(e <= worst)) worst = e, wi = o, wref = r;
+            }
+            free(xin);
+            CHECK(worst <= 1.0, "swiglu_q %s %lldx%lld acc=%d bias=%d nonfinite=%d pass %d: worst %.3g x tol at %lld "
+                  "(got %g want %g)", tname(type), (long long)n_out, (long long)n_in, accumulate, bias_on, non_finite,
+                  pass, worst, (long long)wi, wi >= 0 ? y[wi] : 0.0, wref);
+            if (pass == 0) {
+                /* another x in between (forgets the int8 copy), then x = out again, not accumulating */
+                rf_gpu_mm_out m2 = mo;
+                rc = rf_gpu_matmul_ex(env->ctx, 1, &m2, n_in, dx2, 1, NULL, 0.0f, 0, NULL);
+                if (rc == 0) rc = rf_gpu_matmul_ex(env->ctx, 1, &m2, n_in, dg, 1, NULL, 0.0f, 0, NULL);
+                if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+                CHECK(rc == 0, "swiglu_q %s: second matmul: %s", tname(type), rc ? rf_last_error() : "");
+            }
+        }
+        free(w), free(wf), free(g), free(u), free(ref), free(out), free(y0), free(y), free(bias);
+        rf_gpu_mm_dfree(dw), rf_gpu_mm_dfree(dg), rf_gpu_mm_dfree(du), rf_gpu_mm_dfree(dy), rf_gpu_mm_dfree(dx2);
+        rf_gpu_mm_dfree(db);
+    }
+    /* refused shapes: nothing enqueued, 0 returned */
+    float *d = rf_gpu_mm_alloc(4096);
+    CHECK(rf_gpu_mm_swiglu(env->ctx, d, d + 256, 48, d) == 0, "swiglu_q: n_in 48 must be refused (0)");
+    CHECK(rf_gpu_mm_swiglu(env->ctx, d + 1, d + 256, 64, d) == 0, "swiglu_q: misaligned gate must be refused (0)");
+    rf_gpu_mm_dfree(d);
+}
+
 static void test_gpu(void) {
     const int ndev = rf_gpu_mm_device_count();
     /* number of checks each type would run: see test_case */
@@ -712,6 +830,7 @@ static void test_gpu(void) {
     }
     test_ex(&env);
     test_ex_rows(&env);
+    test_swiglu_q(&env);
     /* The f32 matvec kernels (RF_MM_F32_MV=1; also what n = 2 runs without RF_MM_I8_N2) on the
      * formats whose dot they factor as mul * sum(t x) + add * sum(x), where an infinite x needs
      * the exact per-element path. */

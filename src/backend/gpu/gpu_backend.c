@@ -315,7 +315,15 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
 
 static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_t n, float *out) {
     gpu_impl *g = G(be);
-    check_launch(g, "swiglu", rf_gpu_swiglu(g->stream, gate, up, n, out));
+    /* A decode step's swiglu also leaves its output quantized to int8 for the down projection
+     * that reads it next (matmul_gpu.h, rf_gpu_mm_swiglu). */
+    const int rc = rf_gpu_mm_swiglu(g->mm, gate, up, n, out);
+    if (rc < 0)
+        record(g, "swiglu: %s", rf_last_error());
+    else if (rc == 0)
+        check_launch(g, "swiglu", rf_gpu_swiglu(g->stream, gate, up, n, out));
+    else if (g->prof && !g->capturing)
+        rf_gpu_profile_mark(g->prof, "swiglu");
 }
 
 static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {

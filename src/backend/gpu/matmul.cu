@@ -1338,47 +1338,83 @@ __device__ __forceinline__ float mm_norm_scale(const float *__restrict__ x, int6
     return 1.0f / sqrtf(t / (float)n_in + eps);
 }
 
-/* The int8 path's quantization of one column, xin = x * scale * norm_w (or x): per 32 elements
+/* Sources of mm_quantize_x: piece p is the 8 values xin[8p, 8p + 8). */
+/* xin = x * scale * norm_w (or x when norm_w is NULL); ss += the squares of the raw x. */
+struct MmXSrc {
+    const float *xr, *norm_w;
+    float scale;
+    __device__ __forceinline__ void load(int p, float v[8], float &ss) const {
+        const float4 a = *(const float4 *)(xr + 8 * p), b = *(const float4 *)(xr + 8 * p + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+MM_UNROLL
+        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
+        if (norm_w) {
+            const float4 ga = *(const float4 *)(norm_w + 8 * p), gb = *(const float4 *)(norm_w + 8 * p + 4);
+            const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+MM_UNROLL
+            for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
+        }
+    }
+};
+/* xin = silu(gate) * up = gate / (1 + expf(-gate)) * up (elementwise.cu's swiglu), also stored to
+ * out in f32 (out may alias gate or up: each piece is read whole before it is written). */
+struct MmSwigluSrc {
+    const float *gate, *up;
+    float *out;
+    __device__ __forceinline__ void load(int p, float v[8], float &) const {
+        const float4 ga = *(const float4 *)(gate + 8 * p), gb = *(const float4 *)(gate + 8 * p + 4);
+        const float4 ua = *(const float4 *)(up + 8 * p), ub = *(const float4 *)(up + 8 * p + 4);
+        const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+        const float u[8] = {ua.x, ua.y, ua.z, ua.w, ub.x, ub.y, ub.z, ub.w};
+MM_UNROLL
+        for (int i = 0; i < 8; i++) v[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        *(float4 *)(out + 8 * p) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(out + 8 * p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+};
+
+/* The int8 path's quantization of one column xin (from source S, see above): per 32 elements
  * q = round(xin / d) in [-127, 127], d = amax / 127; q to xq[0, n_in), {d, d * sum q} to
- * xd[0, n_in / 32). SW = 1 stores q through mm_xswz (k_mvp's permuted shared copy). Each thread
- * quantizes 8-element pieces; the 4 lanes of a 32-block combine amax and sum(q) with xor
- * shuffles 1, 2 (every thread runs the same number of iterations, so shuffles see full warps).
- * Every thread of the block must call it; returns nonzero in a thread that met an inf or NaN
- * (no barrier: the caller combines the flags). */
-template <int SW>
-__device__ __forceinline__ int mm_quantize_x(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
-                                             float scale, int8_t *xq, float2 *xd) {
-    const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
+ * xd[0, n_in / 32); with MARK, a 32-block holding an inf or NaN gets d = NaN (so that a reader of
+ * xd alone can tell). SW = 1 stores q through mm_xswz (k_mvp's permuted shared copy). Each thread quantizes
+ * 8-element pieces p = p0 + threadIdx.x + i * stride (p0, stride: multiples of blockDim.x, the
+ * same in the whole block); the 4 lanes of a 32-block combine amax, sum(q) and the non-finite
+ * flag with xor shuffles 1, 2 (every thread of a block runs the same number of iterations, so
+ * shuffles see full warps). *ss accumulates the source's sum of squares. Returns nonzero in a
+ * thread that met an inf or NaN (no barrier: the caller combines the flags). */
+template <int SW, int MARK, class S>
+__device__ __forceinline__ int mm_quantize_x(const S &src, int64_t n_in, int p0, int stride, int8_t *xq, float2 *xd,
+                                             float *ss) {
     const int npieces = (int)(n_in / 8);
-    const int iters = (npieces + bd - 1) / bd;
+    const int iters = npieces > p0 ? (npieces - p0 + stride - 1) / stride : 0;
     int bad = 0;
+    float sq_acc = 0.0f;
     for (int it = 0; it < iters; it++) {
-        const int p = tid + it * bd;
+        const int p = p0 + (int)threadIdx.x + it * stride;
         const bool act = p < npieces;
         float v[8];
         if (act) {
-            const float4 a = *(const float4 *)(xr + 8 * p), b = *(const float4 *)(xr + 8 * p + 4);
-            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-            if (norm_w) {
-                const float4 ga = *(const float4 *)(norm_w + 8 * p), gb = *(const float4 *)(norm_w + 8 * p + 4);
-                const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-MM_UNROLL
-                for (int i = 0; i < 8; i++) v[i] = v[i] * scale * g[i];
-            }
+            src.load(p, v, sq_acc);
         } else {
 MM_UNROLL
             for (int i = 0; i < 8; i++) v[i] = 0.0f;
         }
         float amax = 0.0f;
+        int pbad = 0;
 MM_UNROLL
         for (int i = 0; i < 8; i++) {
             const float a = fabsf(v[i]);
-            if (!(a <= 3.402823466e38f)) bad = 1; /* inf or NaN */
+            if (!(a <= 3.402823466e38f)) pbad = 1; /* inf or NaN */
             amax = fmaxf(amax, a);
         }
+        bad |= pbad;
         amax = fmaxf(amax, MM_SHFL_XOR(amax, 1));
         amax = fmaxf(amax, MM_SHFL_XOR(amax, 2));
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        if (MARK) {
+            pbad |= MM_SHFL_XOR(pbad, 1);
+            pbad |= MM_SHFL_XOR(pbad, 2);
+        }
+        const float d = MARK && pbad ? NAN : amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
         uint32_t pk[2] = {0u, 0u};
         int sq = 0;
 MM_UNROLL
@@ -1395,6 +1431,7 @@ MM_UNROLL
             if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
         }
     }
+    *ss += sq_acc;
     return bad;
 }
 
@@ -1411,9 +1448,25 @@ __global__ void __launch_bounds__(QX_THREADS)
     const int c = (int)blockIdx.x;
     const float *xr = x + (int64_t)c * n_in;
     const float scale = mm_norm_scale(xr, n_in, norm_w, eps, red);
-    const int bad = __syncthreads_or(mm_quantize_x<0>(xr, n_in, norm_w, scale, xq + (int64_t)c * n_in,
-                                                      xd + (int64_t)c * (n_in / 32)));
+    const MmXSrc src = {xr, norm_w, scale};
+    float ss = 0.0f;
+    const int bad = __syncthreads_or(mm_quantize_x<0, 0>(src, n_in, 0, (int)blockDim.x, xq + (int64_t)c * n_in,
+                                                      xd + (int64_t)c * (n_in / 32), &ss));
     if (threadIdx.x == 0) rinfo[c] = make_float2(scale, bad ? 1.0f : 0.0f);
+}
+
+/* k_swiglu_q: out[i] = silu(gate[i]) * up[i] for i < n_in (elementwise.cu's swiglu; out may
+ * alias gate or up), and the same values quantized as k_qx does into xq[0, n_in), xd[0, n_in / 32)
+ * (mm_quantize_x; a 32-block with a non-finite value gets d = NaN). gate, up, out 16-byte aligned,
+ * n_in % 32 == 0. Launch: blockDim.x = QX_THREADS, any gridDim.x (blocks stride over the
+ * 8-element pieces). Lets the next kernel (the down projection's k_mvp) start at once. */
+__global__ void __launch_bounds__(QX_THREADS)
+    k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
+               float2 *__restrict__ xd) {
+    mm_grid_dep_launch();
+    const MmSwigluSrc src = {gate, up, out};
+    float ss = 0.0f;
+    (void)mm_quantize_x<0, 1>(src, n_in, (int)(blockIdx.x * blockDim.x), (int)(gridDim.x * blockDim.x), xq, xd, &ss);
 }
 
 /* k_mvq: for each job J and c < ncols <= NC:
@@ -1601,6 +1654,24 @@ template <> struct MvpMinBlocks<MvpI8<VQ4_0X8> > {
 template <> struct MvpMinBlocks<MvpI8<VQ8_0X8> > {
     enum { N = 4 };
 };
+/* Staging variants per format (the same results; only the code the compiler schedules around the
+ * first step's loads differs): chunks per thread per copy round (mvp_stage_copy) and whether the
+ * quantizer marks non-finite blocks (mm_quantize_x MARK). At the 64-register cap of Q4_0 the
+ * second variant streamed 2184 against 1785 GB/s for the first at 11008x4096 (X8, H200); Q8_0
+ * went the other way (3085 against 2739). */
+template <class F> struct MvpStageTune {
+    enum { CB = 2, MARK = 0 };
+};
+#ifndef MVP_Q4_0_CB /* (overridable for benchmarks: -DMVP_Q4_0_CB=2 -DMVP_Q4_0_MARK=0) */
+#define MVP_Q4_0_CB 4
+#define MVP_Q4_0_MARK 1
+#endif
+template <> struct MvpStageTune<MvpI8<VQ4_0> > {
+    enum { CB = MVP_Q4_0_CB, MARK = MVP_Q4_0_MARK };
+};
+template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
+    enum { CB = MVP_Q4_0_CB, MARK = MVP_Q4_0_MARK };
+};
 #ifdef MM_HIP
 #define MVP_BOUNDS(F) __launch_bounds__(MVP_THREADS)
 #else
@@ -1615,18 +1686,91 @@ HD size_t mvp_x_bytes(int f32x, int64_t n_in) {
 /* 64 bytes of alignment slack, the staged x, then MVP_MAX_WARPS floats for the norm reduction. */
 static size_t mvp_smem_bytes(int f32x, int64_t n_in) { return 64 + mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS; }
 
-/* Stages xin = x * scale * norm_w (or x) as int8 exactly as k_qx does, into k_mvp's shared
- * memory: q at xs[0, n_in) (permuted, mm_xswz), then n_in / 32 float2 {d, d * sum q} at
- * xs + mvp_round64(n_in). Returns nonzero in every thread when xin has a non-finite element.
- * Ends with a barrier. */
+/* k_mvp's x staging. Int8 formats: xin = x * s * norm_w with the RMS scale s of x (or xin = x
+ * without norm_w): the stagers store x * norm_w quantized, add the squares of x to *ss, and s
+ * multiplies each output (mvp_stage_end), so the norm costs no pass of its own over x; each
+ * returns nonzero in a thread that met an inf or NaN in x * norm_w (no barrier). */
+
+/* int8, quantized as k_qx does (mm_quantize_x): q at xs[0, n_in) (permuted, mm_xswz), then
+ * n_in / 32 float2 {d, d * sum q} at xs + mvp_round64(n_in). */
+template <int MARK>
 __device__ __forceinline__ int mvp_stage_i8(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
-                                            float scale, uint8_t *xs) {
-    return __syncthreads_or(
-        mm_quantize_x<1>(xr, n_in, norm_w, scale, (int8_t *)xs, (float2 *)(xs + mvp_round64(n_in))));
+                                            uint8_t *xs, float *ss) {
+    const MmXSrc src = {xr, norm_w, 1.0f};
+    return mm_quantize_x<1, MARK>(src, n_in, 0, (int)blockDim.x, (int8_t *)xs, (float2 *)(xs + mvp_round64(n_in)), ss);
 }
 
-/* Stages xin in f32, halves split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 +
- * e / 8 * 4 + e % 4). Ends with a barrier. */
+/* int8 already quantized by the producer (xq[0, n_in), xd[0, n_in / 32) as mm_quantize_x writes
+ * them, 16- and 8-byte aligned): copied into the layout of mvp_stage_i8, every thread's loads of
+ * a round issued before its stores (CB 16-byte chunks of q per thread and round, CB even). A
+ * block with d = NaN marks a non-finite x. */
+template <int CB>
+__device__ __forceinline__ int mvp_stage_copy(const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                                              int64_t n_in, uint8_t *xs) {
+    const int tid = (int)threadIdx.x, bd = (int)blockDim.x;
+    const int nq = (int)(n_in / 16), nd = (int)(n_in / 32);
+    float2 *xsd = (float2 *)(xs + mvp_round64(n_in));
+    int bad = 0;
+    /* Two spellings of the same copy: CB == 2 with one scalar d per round. The array spelling for
+     * CB == 2 made ptxas schedule the 126-register Q4_K / Q6_K kernels differently, and 7B Q4_K_M
+     * decode went 430 -> 384 t/s (H200, 2026-11-22); keep this one. */
+    if (CB == 2) {
+        for (int base = 0; base < nq; base += 2 * bd) {
+            int4 q[2];
+            float2 d = make_float2(0.0f, 0.0f);
+            const int cd = base / 2 + tid;
+MM_UNROLL
+            for (int u = 0; u < 2; u++) {
+                const int c = base + tid + u * bd;
+                if (c < nq) q[u] = *(const int4 *)(xq + 16 * c);
+            }
+            if (cd < nd) d = xd[cd];
+MM_UNROLL
+            for (int u = 0; u < 2; u++) {
+                const int c = base + tid + u * bd;
+                if (c < nq) *(int4 *)mm_xswz((int8_t *)xs + 16 * c) = q[u];
+            }
+            if (cd < nd) {
+                xsd[cd] = d;
+                if (!(fabsf(d.x) <= 3.402823466e38f)) bad = 1;
+            }
+        }
+    } else {
+        for (int base = 0; base < nq; base += CB * bd) {
+            int4 q[CB];
+            float2 d[CB / 2];
+MM_UNROLL
+            for (int u = 0; u < CB; u++) {
+                const int c = base + tid + u * bd;
+                if (c < nq) q[u] = *(const int4 *)(xq + 16 * c);
+            }
+MM_UNROLL
+            for (int u = 0; u < CB / 2; u++) {
+                const int c = base / 2 + tid + u * bd;
+                if (c < nd) d[u] = xd[c];
+            }
+MM_UNROLL
+            for (int u = 0; u < CB; u++) {
+                const int c = base + tid + u * bd;
+                if (c < nq) *(int4 *)mm_xswz((int8_t *)xs + 16 * c) = q[u];
+            }
+MM_UNROLL
+            for (int u = 0; u < CB / 2; u++) {
+                const int c = base / 2 + tid + u * bd;
+                if (c < nd) {
+                    xsd[c] = d[u];
+                    if (!(fabsf(d[u].x) <= 3.402823466e38f)) bad = 1;
+                }
+            }
+        }
+    }
+    return bad;
+}
+
+/* f32 (plain formats), xin = x * scale * norm_w with the RMS scale from mm_norm_scale (a pass of
+ * its own: f32 arithmetic then gives NaN / inf exactly, with no f32 fallback in the kernel), halves
+ * split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 + e / 8 * 4 + e % 4). Ends
+ * with a barrier. */
 __device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
                                               float scale, uint8_t *xs) {
     float *xf = (float *)xs;
@@ -1639,6 +1783,28 @@ __device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int6
         *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
     }
     __syncthreads();
+}
+
+/* 1 / sqrt(sum x^2 / n_in + eps) from the nw warp sums in red (warp order). */
+__device__ __forceinline__ float mvp_red_scale(const float *red, int nw, int64_t n_in, float eps) {
+    float t = 0.0f;
+    for (int i = 0; i < nw; i++) t += red[i];
+    return 1.0f / sqrtf(t / (float)n_in + eps);
+}
+
+/* Ends the staging: one barrier, after which every thread has the block's combined non-finite
+ * flag (the return value) and *scale = 1 / sqrt(sum x^2 / n_in + eps) (1 without norm_w), the
+ * sum in f32 with warp sums combined in warp order. red: blockDim.x / warpSize floats. */
+__device__ __forceinline__ int mvp_stage_end(float ss, int bad, int64_t n_in, const float *norm_w, float eps,
+                                             float *red, float *scale) {
+    const int ws = warpSize, tid = (int)threadIdx.x, nw = (int)blockDim.x / ws;
+    if (norm_w) {
+        for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+        if (tid % ws == 0) red[tid / ws] = ss;
+    }
+    bad = __syncthreads_or(bad);
+    *scale = norm_w ? mvp_red_scale(red, nw, n_in, eps) : 1.0f;
+    return bad;
 }
 
 /* Row r of the launch's concatenated row space: its job and row within the job. */
@@ -1670,12 +1836,16 @@ MM_UNROLL
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
  * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
  * before the current ones are used. Per row: f32 accumulation, xor-shuffle reduction from
- * warpSize / 2, lane 0 stores. Int8 formats: a non-finite xin makes the whole block compute its
- * rows in f32 from x (F::Dec decode), so NaN/inf propagate as in the f32 kernels. */
+ * warpSize / 2, lane 0 stores (times the RMS scale, see mvp_stage_end). xq != NULL (int8 formats,
+ * no norm_w): x already quantized by its producer (xq[0, n_in) int8, xd[0, n_in / 32) as
+ * mm_quantize_x writes them), copied instead of quantized. A non-finite x * norm_w makes the
+ * whole block compute its rows in f32 from x (F::Dec decode), so NaN/inf propagate exactly as in
+ * the f32 kernels. */
 template <class F, int UN>
 __global__ void MVP_BOUNDS(F)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum) {
+          const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
+          const float2 *__restrict__ xd) {
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
 #if MM_XSWZ_ON
@@ -1695,13 +1865,20 @@ __global__ void MVP_BOUNDS(F)
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
-    const float scale = mm_norm_scale(x, n_in, norm_w, eps, red);
+    float ss = 0.0f, scale, out_scale = 1.0f;
     int bad = 0;
-    if (F::F32X)
+    if (F::F32X) {
+        scale = mm_norm_scale(x, n_in, norm_w, eps, red);
         mvp_stage_f32(x, n_in, norm_w, scale, xs);
-    else
-        bad = mvp_stage_i8(x, n_in, norm_w, scale, xs);
-    if (bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
+    } else {
+        if (xq)
+            bad = mvp_stage_copy<MvpStageTune<F>::CB>(xq, xd, n_in, xs);
+        else
+            bad = mvp_stage_i8<MvpStageTune<F>::MARK>(x, n_in, norm_w, xs, &ss);
+        bad = mvp_stage_end(ss, bad, n_in, norm_w, eps, red, &scale);
+        out_scale = scale;
+    }
+    if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         typedef typename F::Dec D;
         for (int64_t r = r0; r < r1; r++) {
             const int j = mvp_job(jobs, r);
@@ -1754,7 +1931,7 @@ MM_UNROLL
                 const MvJob &J = jobs.j[jb];
                 const int64_t o = r - J.row0;
                 float *yp = J.y + o;
-                const float v = acc + (J.bias ? J.bias[o] : 0.0f);
+                const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
                 *yp = accum ? *yp + v : v;
             }
             acc = 0.0f;
@@ -1967,6 +2144,10 @@ struct rf_gpu_matmul_ctx {
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
+    int xq_on;       /* rf_gpu_mm_swiglu quantizes its output for the next matvec (RF_MM_XQ=0: off) */
+    const float *xq_x; /* the x whose int8 copy is in qbuf column 0 (one-shot: cleared by every matmul call) */
+    int64_t xq_n;
+    int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
     int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
         const void *fn;
@@ -2035,6 +2216,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->mvp = !(getenv("RF_MM_MVP") && atoi(getenv("RF_MM_MVP")) == 0);
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
     ctx->repack = !(getenv("RF_MM_REPACK") && atoi(getenv("RF_MM_REPACK")) == 0);
+    ctx->xq_on = !(getenv("RF_MM_XQ") && atoi(getenv("RF_MM_XQ")) == 0);
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2203,6 +2385,9 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     const size_t smem = mvp_smem_bytes(F::F32X, n_in);
     const int wpb = MVP_THREADS / ctx->warp_size;
     const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem) * wpb;
+    /* x quantized by its producer (rf_gpu_mm_swiglu) into qbuf column 0 */
+    const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
+    const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
     const int64_t rpw = (rows + max_warps - 1) / max_warps;
     const int64_t warps = (rows + rpw - 1) / rpw;
     const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(MVP_THREADS);
@@ -2220,12 +2405,13 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.stream = ctx->stream;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return mm_check(cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum),
-                        "matvec launch (programmatic)");
+        return mm_check(
+            cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd),
+            "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum);
+    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
@@ -2563,11 +2749,34 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
 
 extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                              const float *x, int n, const float *bias, float *y) {
+    if (ctx) ctx->xq_x = NULL;
     return mm_one(ctx, type, w, n_out, n_in, x, n, bias, y, 0);
 }
 
+extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out) {
+    if (!ctx) return 0;
+    ctx->xq_x = NULL;
+    if (!ctx->xq_on || !ctx->qbuf || n_in <= 0 || n_in % 32 || n_in > QX_MAX_IN || (uintptr_t)gate % 16 ||
+        (uintptr_t)up % 16 || (uintptr_t)out % 16)
+        return 0;
+    const int64_t pieces = n_in / 8;
+    const unsigned grid = (unsigned)((pieces + QX_THREADS - 1) / QX_THREADS);
+    k_swiglu_q<<<grid, QX_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, (int8_t *)ctx->qbuf,
+                                                     (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF));
+    if (mm_check(mmGetLastError(), "swiglu launch")) return -1;
+    ctx->xq_x = out;
+    ctx->xq_n = n_in;
+    return 1;
+}
+
+static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x, int n,
+                 const float *norm_w, float eps, int accumulate, float *scratch);
+
 extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in,
                                 const float *x, int n, const float *norm_w, float eps, int accumulate, float *scratch) {
+    /* x quantized by rf_gpu_mm_swiglu for exactly this call (the copy is good for one call) */
+    const int xq_use = ctx && ctx->xq_x == x && ctx->xq_n == n_in && n == 1 && !norm_w;
+    if (ctx) ctx->xq_x = NULL;
     if (!ctx || n_outs < 0 || (n_outs > 0 && !outs) || n < 0 || n_in < 0 || (norm_w && n > 0 && !scratch)) {
         rf_set_error("gpu matmul: bad arguments");
         return -1;
@@ -2582,6 +2791,15 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
             return -1;
         }
     }
+    ctx->xq_use = xq_use;
+    const int rc = mm_ex(ctx, n_outs, outs, n_in, x, n, norm_w, eps, accumulate, scratch);
+    ctx->xq_use = 0;
+    return rc;
+}
+
+/* rf_gpu_matmul_ex after its argument checks. */
+static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x, int n,
+                 const float *norm_w, float eps, int accumulate, float *scratch) {
     if (n == 0 || n_outs == 0) return 0;
     /* matvec: one fused launch per group of same-type outputs (norm and accumulate folded in) */
     unsigned char done[64] = {0};

@@ -26,7 +26,9 @@
  *    once into context scratch, then the product) that n == 2 uses. Read at init: RF_MM_F32_MV=1
  *    keeps the f32 kernels for every type, RF_MM_MVP=0 the two-kernel path (reference / A/B),
  *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
- *    capture), RF_MM_REPACK=0 no X8 layouts (rf_gpu_mm_repack leaves every weight as it is).
+ *    capture), RF_MM_REPACK=0 no X8 layouts (rf_gpu_mm_repack leaves every weight as it is),
+ *    RF_MM_XQ=0 no int8 x from rf_gpu_mm_swiglu. With a norm, k_mvp stages x * norm_w and
+ *    multiplies each output by the RMS scale (one pass over x instead of two).
  *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
  *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
  *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
@@ -94,6 +96,16 @@ typedef struct {
 
 int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x,
                      int n, const float *norm_w, float eps, int accumulate, float *scratch);
+
+/* out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + expf(-gate[i])) * up[i], i < n_in (elementwise.cu's
+ * swiglu; out may alias gate or up), that also leaves out quantized to int8 (the int8 path's
+ * quantization) in the context's scratch, so that the next matmul call, when it is
+ * rf_gpu_matmul_ex with x == out, n == 1, n_in == n_in and no norm (the down projection of a
+ * decode step), copies that int8 x instead of quantizing out in every block. The copy is good for
+ * that one next call only (any matmul call forgets it). Needs n_in % 32 == 0, n_in <= 32768,
+ * 16-byte aligned pointers, and RF_MM_XQ not 0 at init; otherwise nothing is enqueued and 0 is
+ * returned (call the plain swiglu). Returns 1 when enqueued, -1 + rf_set_error on a launch error. */
+int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out);
 
 /* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
  * weight that rf_gpu_mm_repack rearranged. X8 (Q4_0, Q8_0; n_in % 256 == 0): every group of 8
