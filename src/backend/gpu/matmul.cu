@@ -1767,6 +1767,9 @@ MM_UNROLL
     return bad;
 }
 
+#ifndef MVP_F32_BATCH
+#define MVP_F32_BATCH 2
+#endif
 /* f32 (plain formats), xin = x * scale * norm_w with the RMS scale from mm_norm_scale (a pass of
  * its own: f32 arithmetic then gives NaN / inf exactly, with no f32 fallback in the kernel), halves
  * split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 + e / 8 * 4 + e % 4). Ends
@@ -1774,13 +1777,28 @@ MM_UNROLL
 __device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
                                               float scale, uint8_t *xs) {
     float *xf = (float *)xs;
-    for (int64_t i = threadIdx.x; i < n_in / 4; i += blockDim.x) {
-        float4 v = *(const float4 *)(xr + 4 * i);
-        if (norm_w) {
+    const int64_t n4 = n_in / 4;
+    if (norm_w) {
+        for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+            float4 v = *(const float4 *)(xr + 4 * i);
             const float4 g = *(const float4 *)(norm_w + 4 * i);
             v.x = v.x * scale * g.x, v.y = v.y * scale * g.y, v.z = v.z * scale * g.z, v.w = v.w * scale * g.w;
+            *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
         }
-        *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
+    } else { /* a plain copy: MVP_F32_BATCH loads of a round in flight together */
+        for (int64_t base = threadIdx.x; base < n4; base += MVP_F32_BATCH * (int64_t)blockDim.x) {
+            float4 v[MVP_F32_BATCH];
+MM_UNROLL
+            for (int u = 0; u < MVP_F32_BATCH; u++) {
+                const int64_t i = base + u * (int64_t)blockDim.x;
+                if (i < n4) v[u] = *(const float4 *)(xr + 4 * i);
+            }
+MM_UNROLL
+            for (int u = 0; u < MVP_F32_BATCH; u++) {
+                const int64_t i = base + u * (int64_t)blockDim.x;
+                if (i < n4) *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v[u];
+            }
+        }
     }
     __syncthreads();
 }
