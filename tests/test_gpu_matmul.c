@@ -714,7 +714,8 @@ static void test_swiglu_q(gpu_env *env) {
         for (int64_t o = 0; o < n_out; o++) y0[o] = accumulate ? gauss() : NAN;
         void *dw = upload_w(env, type, w, n_out, n_in);
         float *dg = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *du = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
-        float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out), *dx2 = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
+        float *dx2 = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
         rf_gpu_mm_upload(dg, g, sizeof(float) * (size_t)n_in);
         rf_gpu_mm_upload(du, u, sizeof(float) * (size_t)n_in);
         rf_gpu_mm_upload(dy, y0, sizeof(float) * (size_t)n_out);
@@ -727,7 +728,8 @@ static void test_swiglu_q(gpu_env *env) {
         rf_gpu_mm_out mo = {type, dw, n_out, bias_on ? db : NULL, dy};
         /* out aliases gate, as in the forward pass */
         int rc = dw ? rf_gpu_mm_swiglu(env->ctx, dg, du, n_in, dg) : -1;
-        CHECK(rc == 1, "swiglu_q %s n_in %lld: rc %d (%s)", tname(type), (long long)n_in, rc, rc < 0 ? rf_last_error() : "");
+        CHECK(rc == 1, "swiglu_q %s n_in %lld: rc %d (%s)", tname(type), (long long)n_in, rc,
+              rc < 0 ? rf_last_error() : "");
         if (rc == 1) rc = rf_gpu_matmul_ex(env->ctx, 1, &mo, n_in, dg, 1, NULL, 0.0f, accumulate, NULL);
         else rc = -1;
         if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);

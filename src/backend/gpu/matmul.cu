@@ -9,8 +9,10 @@
  *    contract a multiply-add into an FMA). They are __host__ __device__ so the library can
  *    check them against the CPU oracle on a machine without a GPU (rf_gpu_mm_host_decode).
  *  - k_mvp (decode, n = 1): the int8-activation (or f32-x for F16/BF16) matvec in one launch:
- *    persistent grid, each block stages x itself, warps pipeline over their rows. k_qx + k_mvq
- *    (n = 2) and k_mv (f32 x, n <= 2) are the two-kernel / f32 variants of the same product.
+ *    persistent grid, each block stages x itself (one pass, the RMSNorm's scale applied to the
+ *    outputs) or copies the int8 x that k_swiglu_q left for it, warps pipeline over their rows.
+ *    k_qx + k_mvq (n = 2) and k_mv (f32 x, n <= 2) are the two-kernel / f32 variants of the same
+ *    product.
  *  - k_matvec: one warp per output row, lanes stride over the row's chunks, f32 accumulation,
  *    shuffle reduction; up to 8 x columns per launch reuse each decoded chunk.
  *  - GEMM for large n: CUDA with cuBLAS (dlopen'ed; weight decoded to f16 slabs, x to f16,
@@ -1767,6 +1769,9 @@ MM_UNROLL
     return bad;
 }
 
+/* Loads per thread in flight per round of the plain f32 staging: 2 took 2048x8192 F16 from 2.44 to
+ * 2.80 TB/s (1B F16 decode 1004 -> 1060 t/s, H200); 4 needs 75 registers (3 blocks per SM) and was
+ * slower. */
 #ifndef MVP_F32_BATCH
 #define MVP_F32_BATCH 2
 #endif
@@ -2771,7 +2776,8 @@ extern "C" int rf_gpu_matmul(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *
     return mm_one(ctx, type, w, n_out, n_in, x, n, bias, y, 0);
 }
 
-extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out) {
+extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in,
+                                float *out) {
     if (!ctx) return 0;
     ctx->xq_x = NULL;
     if (!ctx->xq_on || !ctx->qbuf || n_in <= 0 || n_in % 32 || n_in > QX_MAX_IN || (uintptr_t)gate % 16 ||
