@@ -400,10 +400,11 @@ done:
 }
 
 /* rf_gpu_matmul_ex: n_outs outputs of mixed types sharing x, RMSNorm folded in or not,
- * accumulate on/off, bias per output on/off, n in {1, 2, 5, 33}. Oracle: RMSNorm in double, then
- * the exact dot in double (+ bias, + the old y when accumulating). Tolerance as test_case, the
- * magnitude including |bias| and |old y|. Then NaN: a NaN in row 0 of x makes every output of
- * row 0 NaN when the norm is on (the row's scale is NaN); a NaN in y stays NaN with accumulate. */
+ * accumulate on/off, bias per output on/off, n in {1, 2, 5, 33}, x of ordinary, zero and ~1e15
+ * magnitudes. Oracle: RMSNorm in double, then the exact dot in double (+ bias, + the old y when
+ * accumulating). Tolerance as test_case, the magnitude including |bias| and |old y|. Then NaN:
+ * a NaN in row 0 of x makes every output of row 0 NaN when the norm is on (the row's scale is
+ * NaN); a NaN in y stays NaN with accumulate. */
 static void test_ex(gpu_env *env) {
     static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
                                    RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
@@ -456,7 +457,11 @@ static void test_ex(gpu_env *env) {
             outs[i].y = dy[i];
         }
         float *x = malloc(sizeof(float) * (size_t)(n * n_in)), *nw = malloc(sizeof(float) * (size_t)n_in);
-        const float scale = test_randf(0.1f, 10.0f), eps = 1e-5f;
+        /* edge magnitudes: x all zero (the norm's scale is then 1 / sqrt(eps)), and |x| ~ 1e15 (the
+         * RMS scale k_mvp applies to its outputs is ~1e-15; sum x^2 still fits in f32), the latter
+         * not on the f16 GEMM path without a norm (|x| > 65504 is inf there, as documented) */
+        const int huge = trial % 8 == 4 && (use_norm || n <= RF_GPU_MATVEC_MAX_N);
+        const float scale = trial % 8 == 7 ? 0.0f : huge ? 1e15f : test_randf(0.1f, 10.0f), eps = 1e-5f;
         for (int64_t k = 0; k < n * n_in; k++) x[k] = gauss() * scale;
         for (int64_t k = 0; k < n_in; k++) nw[k] = gauss();
         float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)(n * n_in));
