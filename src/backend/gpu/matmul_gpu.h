@@ -100,9 +100,9 @@ int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *ou
 /* out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + expf(-gate[i])) * up[i], i < n_in (elementwise.cu's
  * swiglu; out may alias gate or up), that also leaves out quantized to int8 (the int8 path's
  * quantization) in the context's scratch, so that the next matmul call, when it is
- * rf_gpu_matmul_ex with x == out, n == 1, n_in == n_in and no norm (the down projection of a
+ * rf_gpu_matmul_ex with x == out, n == 1, the same n_in and no norm (the down projection of a
  * decode step), copies that int8 x instead of quantizing out in every block. The copy is good for
- * that one next call only (any matmul call forgets it). Needs n_in % 32 == 0, n_in <= 32768,
+ * that one next call only (any matmul call forgets it), and out must not change before it. Needs n_in % 32 == 0, n_in <= 32768,
  * 16-byte aligned pointers, and RF_MM_XQ not 0 at init; otherwise nothing is enqueued and 0 is
  * returned (call the plain swiglu). Returns 1 when enqueued, -1 + rf_set_error on a launch error. */
 int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out);
