@@ -3,9 +3,10 @@
  *   bench_gpu_matmul [iters] [quick|ab]
  *
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
- * GB/s of: the two-kernel path (RF_MM_MVP=0: k_qx + k_mvq, or k_mv for F16), the default context
- * (k_mvp + PDL on CUDA) on the GGUF layout, and the same after rf_gpu_mm_repack (X8 layouts of
- * Q4_0 / Q8_0; the other types are left as they are, so that column repeats the second).
+ * GB/s of a context with the switch AB_SWITCH=0 (default RF_MM_MVP: the two-kernel path k_qx +
+ * k_mvq, or k_mv for F16; e.g. AB_SWITCH=RF_MM_TMA: k_mvp instead of k_mvt) and of the default
+ * context, each on the GGUF layout and after rf_gpu_mm_repack (X8 layouts of Q4_0 / Q8_0; the
+ * other types are left as they are, so those columns repeat).
  * one TYPE N_OUT N_IN: n = 1 calls of the default context on a repacked weight (for a profiler;
  * RF_MM_REPACK=0: the GGUF layout).
  *
@@ -102,7 +103,8 @@ static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
 }
 
 static int run_ab(int iters) {
-    rf_gpu_matmul_ctx *ctx[2] = {ctx_env("RF_MM_MVP", "0"), ctx_env(NULL, NULL)};
+    const char *sw = getenv("AB_SWITCH") ? getenv("AB_SWITCH") : "RF_MM_MVP";
+    rf_gpu_matmul_ctx *ctx[2] = {ctx_env(sw, "0"), ctx_env(NULL, NULL)};
     if (!ctx[0] || !ctx[1]) {
         fprintf(stderr, "init: %s\n", rf_last_error());
         return 1;
@@ -115,8 +117,9 @@ static int run_ab(int iters) {
     for (int64_t i = 0; i < xn; i++) hx[i] = randf();
     rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)xn);
     free(hx);
-    printf("%-6s %-12s %2s | %9s %9s %9s | %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "2-kernel", "mvp",
-           "repacked", "2-kernel", "mvp", "repacked");
+    printf("%s=0 (A) against the default (B); x8: after rf_gpu_mm_repack\n", sw);
+    printf("%-6s %-12s %2s | %9s %9s %9s %9s | %8s %8s %8s %8s (GB/s | us)\n", "type", "n_out x n_in", "n", "A", "B",
+           "A x8", "B x8", "A", "B", "A x8", "B x8");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
@@ -128,15 +131,18 @@ static int run_ab(int iters) {
             void **dw = upload_copies(type, n_out, n_in, copies, &bytes);
             {
                 const int n = 1;
-                double ms[3];
+                double ms[4];
                 for (int k = 0; k < 2; k++)
                     ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
                 uint32_t pt = type;
                 for (int c = 0; c < copies; c++) rf_gpu_mm_repack(ctx[1], type, dw[c], n_out, n_in, &pt);
-                ms[2] = rf_gpu_mm_time(ctx[1], pt, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
-                printf("%-6s %5lldx%-6lld %2d | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f\n", rf_type_name(type), (long long)n_out,
-                       (long long)n_in, n, (double)bytes / (ms[0] * 1e6), (double)bytes / (ms[1] * 1e6),
-                       (double)bytes / (ms[2] * 1e6), ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3);
+                for (int k = 0; k < 2; k++)
+                    ms[2 + k] = rf_gpu_mm_time(ctx[k], pt, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
+                printf("%-6s %5lldx%-6lld %2d |", rf_type_name(type), (long long)n_out, (long long)n_in, n);
+                for (int k = 0; k < 4; k++) printf(" %9.1f", (double)bytes / (ms[k] * 1e6));
+                printf(" |");
+                for (int k = 0; k < 4; k++) printf(" %8.2f", ms[k] * 1e3);
+                printf("\n");
             }
             free_copies(dw, copies);
         }

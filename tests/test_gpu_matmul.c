@@ -19,6 +19,9 @@
  *    Non-finite x (n = 1, 2, 3, 33): a NaN in a column makes that whole output column NaN; an inf
  *    gives exactly the oracle's inf / NaN per output (the int8 path recomputes such a column in f32).
  *    A few cases run again on a context with RF_MM_F32_MV=1 (the f32 matvec kernels at n <= 2).
+ *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
+ *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
+ *    where the default takes the bulk-copy kernel k_mvt).
  *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 rearranged on the device) run the same checks: the
  *    weight is uploaded in GGUF order, repacked in place, and compared with the same oracle; the
  *    host decoders of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
@@ -800,6 +803,88 @@ static void test_swiglu_q(gpu_env *env) {
     rf_gpu_mm_dfree(d);
 }
 
+/* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
+ * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step), on the
+ * formats with a k_mvt (F16, BF16, Q4_K, Q5_K, X8) and two without (Q6_K, Q4_0): 9000-13000 rows
+ * of n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a
+ * NaN in x. Oracle and tolerance as test_case / test_ex (int8 rounding bound for the quantized
+ * types). */
+static void test_mv_long(gpu_env *env) {
+    static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_K,     RF_TYPE_Q5_K,
+                                  RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8};
+    const int64_t n_in = 4352;
+    for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
+        const uint32_t type = LT[t], bt = base_type(type);
+        const int64_t n_out = test_randint(9000, 13000);
+        uint64_t rb = 0;
+        rf_row_bytes(bt, (uint64_t)n_in, &rb);
+        uint8_t *w = malloc(rb * (uint64_t)n_out);
+        make_weights(bt, n_out, n_in, w);
+        float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
+        for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(bt, w + o * rb, wf + o * n_in, n_in);
+        float *x = malloc(sizeof(float) * (size_t)n_in), *g = malloc(sizeof(float) * (size_t)n_in);
+        float *y0 = malloc(sizeof(float) * (size_t)n_out), *y = malloc(sizeof(float) * (size_t)n_out);
+        double *xin = malloc(sizeof(double) * (size_t)n_in);
+        for (int64_t i = 0; i < n_in; i++) x[i] = gauss(), g[i] = gauss();
+        for (int64_t o = 0; o < n_out; o++) y0[o] = gauss();
+        void *dw = upload_w(env, type, w, n_out, n_in);
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dg = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *ds = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dy = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_out);
+        if (!dw || !dx || !dg || !ds || !dy) {
+            CHECK(0, "mv_long %s: device allocation: %s", tname(type), rf_last_error());
+        } else {
+            rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+            rf_gpu_mm_upload(dg, g, sizeof(float) * (size_t)n_in);
+            for (int mode = 0; mode < 3; mode++) { /* 0 plain, 1 norm + accumulate, 2 NaN in x */
+                const int norm = mode == 1;
+                if (mode == 2) {
+                    const float nan = NAN;
+                    rf_gpu_mm_upload(dx + test_randint(0, (int)n_in - 1), &nan, sizeof nan);
+                }
+                rf_gpu_mm_upload(dy, y0, sizeof(float) * (size_t)n_out);
+                const rf_gpu_mm_out out = {type, dw, n_out, NULL, dy};
+                int rc = rf_gpu_matmul_ex(env->ctx, 1, &out, n_in, dx, 1, norm ? dg : NULL, 1e-5f, norm, ds);
+                if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+                if (rc) {
+                    CHECK(0, "mv_long %s %lldx%lld mode %d: %s", tname(type), (long long)n_out, (long long)n_in, mode,
+                          rf_last_error());
+                    continue;
+                }
+                rf_gpu_mm_download(y, dy, sizeof(float) * (size_t)n_out);
+                if (mode == 2) {
+                    int64_t bad = 0;
+                    for (int64_t o = 0; o < n_out; o++) bad += !isnan(y[o]);
+                    CHECK(bad == 0, "mv_long %s %lldx%lld: NaN in x left %lld outputs not NaN", tname(type),
+                          (long long)n_out, (long long)n_in, (long long)bad);
+                    continue;
+                }
+                double ss = 0;
+                for (int64_t i = 0; i < n_in; i++) ss += (double)x[i] * x[i];
+                const double sc = norm ? 1.0 / sqrt(ss / (double)n_in + 1e-5) : 1.0;
+                for (int64_t i = 0; i < n_in; i++) xin[i] = norm ? x[i] * sc * g[i] : x[i];
+                const int int8 = bt != RF_TYPE_F16 && bt != RF_TYPE_BF16;
+                double worst = 0;
+                int64_t wo = -1;
+                for (int64_t o = 0; o < n_out; o++) {
+                    double s = norm ? y0[o] : 0.0, a = norm ? fabs(y0[o]) : 0.0;
+                    for (int64_t i = 0; i < n_in; i++) {
+                        const double p = (double)wf[o * n_in + i] * xin[i];
+                        s += p;
+                        a += fabs(p);
+                    }
+                    const double lim = 1e-4 * a + (int8 ? 1.01 * q8_bound(wf + o * n_in, xin, n_in) : 0.0) + 1e-30;
+                    const double e = isfinite(y[o]) ? fabs(y[o] - s) / lim : INFINITY;
+                    if (!(e <= worst)) worst = e, wo = o;
+                }
+                CHECK(worst <= 1.0, "mv_long %s %lldx%lld mode %d: worst error %.3g x tolerance at row %lld", tname(type),
+                      (long long)n_out, (long long)n_in, mode, worst, (long long)wo);
+            }
+        }
+        rf_gpu_mm_dfree(dw), rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dg), rf_gpu_mm_dfree(ds), rf_gpu_mm_dfree(dy);
+        free(w), free(wf), free(x), free(g), free(y0), free(y), free(xin);
+    }
+}
+
 static void test_gpu(void) {
     const int ndev = rf_gpu_mm_device_count();
     /* number of checks each type would run: see test_case */
@@ -838,6 +923,19 @@ static void test_gpu(void) {
     test_ex(&env);
     test_ex_rows(&env);
     test_swiglu_q(&env);
+    test_mv_long(&env);
+    /* k_mvp where the default context takes k_mvt (RF_MM_TMA=0; on targets without k_mvt these
+     * repeat the default's kernels) */
+    setenv("RF_MM_TMA", "0", 1);
+    gpu_env ep = env;
+    ep.ctx = rf_gpu_matmul_init(NULL);
+    unsetenv("RF_MM_TMA");
+    CHECK(ep.ctx != NULL, "rf_gpu_matmul_init (RF_MM_TMA=0): %s", rf_last_error());
+    if (ep.ctx) {
+        test_ex(&ep);
+        test_mv_long(&ep);
+        rf_gpu_matmul_free(ep.ctx);
+    }
     /* The f32 matvec kernels (RF_MM_F32_MV=1; also what n = 2 runs without RF_MM_I8_N2) on the
      * formats whose dot they factor as mul * sum(t x) + add * sum(x), where an infinite x needs
      * the exact per-element path. */

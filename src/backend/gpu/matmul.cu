@@ -1011,6 +1011,52 @@ __device__ __forceinline__ void mm_grid_dep_launch(void) {
 #endif
 }
 
+#ifndef MM_HIP
+/* Bulk copies into shared memory (the Hopper TMA unit, sm_90+), completed on an mbarrier: the
+ * copy engine streams the bytes while the warps compute, holding no registers. Used by k_mvt only;
+ * other targets never launch it (the bodies trap there). Contract of mm_bulk_load: dst and src
+ * 16-byte aligned, bytes a multiple of 16 (< 2^20); one call per barrier phase, by one thread. */
+__device__ __forceinline__ uint32_t mm_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mm_mbar_init(uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mm_smem_u32(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+    (void)bar;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mm_smem_u32(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     mm_smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(mm_smem_u32(bar))
+                 : "memory");
+#else
+    (void)dst, (void)src, (void)bytes, (void)bar;
+    __trap();
+#endif
+}
+/* Waits until the barrier's phase with this parity (0 for the first use, then alternating) completed. */
+__device__ __forceinline__ void mm_mbar_wait(uint64_t *bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(mm_smem_u32(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+#else
+    (void)bar, (void)parity;
+    __trap();
+#endif
+}
+#endif
+
 /* NW little-endian words of the bytes [p, p + 4 NW), p 2-byte aligned: NW (+1 when p % 4 == 2)
  * aligned word loads, then a 16-bit funnel shift. Reads no word outside [p & ~3, p + 4 NW). */
 template <int NW> HD void ldw_u2(const uint8_t *p, uint32_t *out) {
@@ -1838,6 +1884,60 @@ __device__ __forceinline__ int mvp_job(const MvJobs &jobs, int64_t r) {
     return jb;
 }
 
+/* The staging of k_mvp / k_mvt (see k_mvp): stages x into xs, returns the block's non-finite flag
+ * (int8 formats; 0 for F32X), *scale = the RMS scale of x (1 without norm_w), *out_scale = the
+ * factor of every output (the RMS scale for the int8 formats, 1 for F32X: there it is in xs). */
+template <class F>
+__device__ __forceinline__ int mvp_stage(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w,
+                                         float eps, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                                         uint8_t *xs, float *red, float *scale, float *out_scale) {
+    float ss = 0.0f;
+    int bad = 0;
+    *out_scale = 1.0f;
+    if (F::F32X) {
+        *scale = mm_norm_scale(x, n_in, norm_w, eps, red);
+        mvp_stage_f32(x, n_in, norm_w, *scale, xs);
+    } else {
+        if (xq)
+            bad = mvp_stage_copy<MvpStageTune<F>::CB>(xq, xd, n_in, xs);
+        else
+            bad = mvp_stage_i8<MvpStageTune<F>::MARK>(x, n_in, norm_w, xs, &ss);
+        bad = mvp_stage_end(ss, bad, n_in, norm_w, eps, red, scale);
+        *out_scale = *scale;
+    }
+    return bad;
+}
+
+/* The warp's rows [r0, r1) in f32 from x (F::Dec decode): what k_mvp / k_mvt compute when xin
+ * holds an inf or NaN, so that they propagate exactly as in the f32 kernels. */
+template <class F>
+__device__ __forceinline__ void mvp_rows_exact(const MvJobs &jobs, int64_t r0, int64_t r1, int64_t row_bytes,
+                                            int64_t n_in, const float *__restrict__ x,
+                                            const float *__restrict__ norm_w, float scale, int accum) {
+    typedef typename F::Dec D;
+    const int ws = warpSize, lane = (int)threadIdx.x % ws;
+    for (int64_t r = r0; r < r1; r++) {
+        const int j = mvp_job(jobs, r);
+        const int64_t o = r - jobs.j[j].row0;
+        const uint8_t *w = jobs.j[j].w + o * row_bytes;
+        float a = 0.0f;
+        for (int kk = lane; kk < (int)(n_in / D::E); kk += ws) {
+            float wv[D::E];
+            D::dec(w + (int64_t)(kk / D::C) * D::BB, kk % D::C, wv);
+            for (int e = 0; e < D::E; e++) {
+                const int64_t i = (int64_t)kk * D::E + e;
+                a += wv[e] * (norm_w ? x[i] * scale * norm_w[i] : x[i]);
+            }
+        }
+        for (int off = ws / 2; off > 0; off >>= 1) a += MM_SHFL_XOR(a, off);
+        if (lane == 0) {
+            float *yp = jobs.j[j].y + o;
+            const float v = a + (jobs.j[j].bias ? jobs.j[j].bias[o] : 0.0f);
+            *yp = accum ? *yp + v : v;
+        }
+    }
+}
+
 template <class F, int UN>
 __device__ __forceinline__ void mvp_load(const uint8_t *wr, int k0, int nunits, typename F::Raw *raw) {
     const int ws = warpSize;
@@ -1964,6 +2064,122 @@ MM_UNROLL
         r = rn, s = sn, jb = jn, wr = wn;
     }
 }
+
+/* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */
+#ifndef MM_HIP
+
+/* Formats k_mvt takes: 16-byte multiples per block, so every step's bytes can be one bulk copy. */
+template <class F> struct MvtOk {
+    enum { OK = F::BB % 16 == 0 && F::A % 16 == 0 };
+};
+/* Ring slots per warp (steps in flight). */
+#ifndef MVT_STAGES
+#define MVT_STAGES 4
+#endif
+/* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
+HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
+/* Offset of the rings from k_mvt's 64-byte aligned base: after the staged x and the norm's reduction
+ * slots, 16-byte aligned. Then nwarps * MVT_STAGES slots of sb bytes, then one mbarrier per slot. */
+HD size_t mvt_ring_off(int f32x, int64_t n_in) { return (mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS + 15) & ~(size_t)15; }
+static size_t mvt_smem_bytes(int f32x, int64_t n_in, int nwarps, int sb) {
+    return 64 + mvt_ring_off(f32x, n_in) + (size_t)nwarps * MVT_STAGES * ((size_t)sb + 8);
+}
+
+/* Warp-step t of a warp whose rows start at r0: row r0 + t / nsteps, step t % nsteps. Lane 0 of the
+ * warp copies that step's bytes (the last step of a row may be shorter) into ring slot t % MVT_STAGES. */
+__device__ __forceinline__ void mvt_issue(const MvJobs &jobs, int64_t r0, int64_t t, int nsteps, int64_t row_bytes,
+                                          int sb, uint8_t *ring, uint64_t *bar) {
+    const int64_t r = r0 + t / nsteps;
+    const int s = (int)(t % nsteps), slot = (int)(t % MVT_STAGES);
+    const int j = mvp_job(jobs, r);
+    const uint8_t *src = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes + (int64_t)s * sb;
+    const int64_t left = row_bytes - (int64_t)s * sb;
+    mm_bulk_load(ring + (size_t)slot * sb, src, (uint32_t)(left < sb ? left : sb), bar + slot);
+}
+
+/* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
+ * within a lane), for formats with MvtOk, on sm_90+. The weights do not pass through registers:
+ * every warp owns a ring of MVT_STAGES shared-memory slots of one step each (UN units per lane,
+ * mvt_step_bytes), lane 0 keeps MVT_STAGES steps in flight as bulk copies (the first ones issued
+ * before the grid dependency wait and the x staging), the lanes read their units from the slot
+ * once its barrier completes, and lane 0 refills the slot after a __syncwarp. Extra contract:
+ * row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared memory mvt_smem_bytes(F::F32X,
+ * n_in, blockDim.x / warpSize, step bytes); every copy issued is waited for before exit. */
+template <class F, int UN>
+__global__ void __launch_bounds__(MVP_THREADS, 2)
+    k_mvt(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
+          const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
+          const float2 *__restrict__ xd) {
+    extern __shared__ float4 mvp_smem4[];
+    uint8_t *xs = (uint8_t *)mvp_smem4;
+    xs += (64u - ((uint32_t)__cvta_generic_to_shared(xs) & 63u)) & 63u;
+    float *red = (float *)(xs + mvp_x_bytes(F::F32X, n_in));
+    typedef typename F::Raw Raw;
+    const int ws = warpSize, nwarps = (int)blockDim.x / ws, wid = (int)threadIdx.x / ws;
+    const int lane = (int)threadIdx.x % ws;
+    const int sb = mvt_step_bytes(UN, ws, F::UPB, F::BB);
+    uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * MVT_STAGES * sb;
+    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * MVT_STAGES * sb) +
+                    wid * MVT_STAGES;
+    const int64_t r0 = ((int64_t)blockIdx.x * nwarps + wid) * rpw;
+    const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
+    const int nunits = (int)(n_in / F::QK) * F::UPB;
+    const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
+    const int64_t nt = r0 < r1 ? (r1 - r0) * nsteps : 0;
+    const int64_t pre = nt < MVT_STAGES ? nt : MVT_STAGES;
+    if (lane == 0) {
+        for (int i = 0; i < MVT_STAGES; i++) mm_mbar_init(bar + i);
+        for (int64_t t = 0; t < pre; t++) mvt_issue(jobs, r0, t, nsteps, row_bytes, sb, ring, bar);
+    }
+    __syncwarp();
+    mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
+    mm_grid_dep_launch();
+    float scale, out_scale;
+    const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);
+    if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
+        mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
+        for (int64_t t = 0; t < pre; t++) mm_mbar_wait(bar + t, 0); /* no copy may outlive the block */
+        return;
+    }
+    float acc = 0.0f;
+    int s = 0, slot = 0;
+    uint32_t parity = 0;
+    int64_t r = r0;
+    int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
+    for (int64_t t = 0; t < nt; t++) {
+        mm_mbar_wait(bar + slot, parity);
+        const uint8_t *sp = ring + (size_t)slot * sb;
+        const int k0 = s * UN * ws;
+MM_UNROLL
+        for (int u = 0; u < UN; u++) {
+            const int k = lane + u * ws;
+            if (k0 + k < nunits) {
+                Raw w;
+                F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
+                acc += F::dot(w, k0 + k, xs, n_in);
+            }
+        }
+        if (s == nsteps - 1) {
+            for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
+            if (lane == 0) {
+                while (jb + 1 < jobs.n && r >= jobs.j[jb + 1].row0) jb++;
+                const MvJob &J = jobs.j[jb];
+                const int64_t o = r - J.row0;
+                float *yp = J.y + o;
+                const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
+                *yp = accum ? *yp + v : v;
+            }
+            acc = 0.0f;
+            s = 0, r++;
+        } else {
+            s++;
+        }
+        __syncwarp(); /* every lane is done with the slot */
+        if (lane == 0 && t + MVT_STAGES < nt) mvt_issue(jobs, r0, t + MVT_STAGES, nsteps, row_bytes, sb, ring, bar);
+        if (++slot == MVT_STAGES) slot = 0, parity ^= 1u;
+    }
+}
+#endif
 
 /* k_rmsnorm: out[t][k] = x[t][k] * (1 / sqrt(sum_k x[t][k]^2 / n_in + eps)) * norm_w[k] for k < n_in;
  * one block per row t (gridDim.x = rows), any blockDim.x that is a power of two <= 1024 (the
@@ -2171,6 +2387,8 @@ struct rf_gpu_matmul_ctx {
     const float *xq_x; /* the x whose int8 copy is in qbuf column 0 (one-shot: cleared by every matmul call) */
     int64_t xq_n;
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
+    int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
+    int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
         const void *fn;
@@ -2240,6 +2458,16 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
     ctx->repack = !(getenv("RF_MM_REPACK") && atoi(getenv("RF_MM_REPACK")) == 0);
     ctx->xq_on = !(getenv("RF_MM_XQ") && atoi(getenv("RF_MM_XQ")) == 0);
+#ifndef MM_HIP
+    {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            major = 0;
+        ctx->tma = major >= 9 && !(getenv("RF_MM_TMA") && atoi(getenv("RF_MM_TMA")) == 0);
+        (void)mmGetLastError();
+    }
+#endif
     /* int8 x scratch (small; without it the int8 path is off) */
     if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
 #ifdef MM_HIP
@@ -2380,7 +2608,8 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 
 /* ---- k_mvp dispatch (n = 1) ------------------------------------------------------------------ */
 
-/* Resident blocks per SM of kernel fn with smem bytes of dynamic shared memory (cached). */
+/* Resident blocks per SM of kernel fn with smem bytes of dynamic shared memory (cached); -1 when the
+ * device refused the opt-in above 48 KB (the caller then takes k_mvp, which stays under it). */
 static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
     for (int i = 0; i < ctx->n_occ; i++)
         if (ctx->occ[i].fn == fn && ctx->occ[i].smem == smem) return ctx->occ[i].blocks;
@@ -2388,10 +2617,15 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
 #ifdef MM_HIP
     if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != hipSuccess) nb = 0;
 #else
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != cudaSuccess) nb = 0;
+    /* above the default 48 KB only after opting in (once per kernel: the device's whole limit) */
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ctx->smem_optin) != cudaSuccess)
+        nb = -1;
+    else if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != cudaSuccess)
+        nb = 0;
 #endif
     (void)mmGetLastError();
-    if (nb < 1) nb = 1;
+    if (nb == 0) nb = 1;
     if (ctx->n_occ < (int)(sizeof ctx->occ / sizeof ctx->occ[0])) {
         ctx->occ[ctx->n_occ].fn = fn;
         ctx->occ[ctx->n_occ].smem = smem;
@@ -2400,14 +2634,23 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
     return nb;
 }
 
-/* Enqueues k_mvp<F, UN> over jobs (rows in all). The grid is one resident wave, trimmed so that
+/* Enqueues k_mvp<F, UN> (k_mvt<F, UN> where it applies) over jobs (rows in all). The grid is one resident wave, trimmed so that
  * every warp gets the same number of rows (rpw) except the last. */
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
                       const float *x, const float *norm_w, float eps, int accum) {
-    const size_t smem = mvp_smem_bytes(F::F32X, n_in);
     const int wpb = MVP_THREADS / ctx->warp_size;
-    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem) * wpb;
+    size_t smem = mvp_smem_bytes(F::F32X, n_in);
+    void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
+               const float2 *) = k_mvp<F, UN>;
+#ifndef MM_HIP
+    if constexpr (MvtOk<F>::OK) if (ctx->tma && row_bytes % 16 == 0) {
+        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, mvt_step_bytes(UN, ctx->warp_size, F::UPB, F::BB));
+        if (tsmem <= (size_t)ctx->smem_optin && mvp_occupancy(ctx, (const void *)k_mvt<F, UN>, tsmem) > 0)
+            fn = k_mvt<F, UN>, smem = tsmem;
+    }
+#endif
+    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, smem) * wpb;
     /* x quantized by its producer (rf_gpu_mm_swiglu) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
@@ -2429,12 +2672,12 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         cfg.attrs = at;
         cfg.numAttrs = 1;
         return mm_check(
-            cudaLaunchKernelEx(&cfg, k_mvp<F, UN>, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd),
+            cudaLaunchKernelEx(&cfg, fn, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd),
             "matvec launch (programmatic)");
     }
     (void)mmGetLastError();
 #endif
-    k_mvp<F, UN><<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
+    fn<<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
