@@ -804,11 +804,10 @@ static void test_swiglu_q(gpu_env *env) {
 }
 
 /* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
- * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step), on the
- * formats with a k_mvt (F16, BF16, Q4_K, Q5_K, X8) and two without (Q6_K, Q4_0): 9000-13000 rows
- * of n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a
- * NaN in x. Oracle and tolerance as test_case / test_ex (int8 rounding bound for the quantized
- * types). */
+ * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step): the
+ * X8 formats (k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp); 9000-13000 rows of
+ * n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a NaN
+ * in x. Oracle and tolerance as test_case / test_ex (int8 rounding bound for the quantized types). */
 static void test_mv_long(gpu_env *env) {
     static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_K,     RF_TYPE_Q5_K,
                                   RF_TYPE_Q6_K, RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8};

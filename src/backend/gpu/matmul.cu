@@ -2068,48 +2068,62 @@ MM_UNROLL
 /* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */
 #ifndef MM_HIP
 
-/* Formats k_mvt takes: 16-byte multiples per block, so every step's bytes can be one bulk copy. */
-template <class F> struct MvtOk {
-    enum { OK = F::BB % 16 == 0 && F::A % 16 == 0 };
+/* Which formats take k_mvt, with how many ring slots per warp (S) and resident blocks per SM the
+ * registers are capped for (B). Measured against k_mvp on an H200 (2026-11-22, whole-model tg128,
+ * S / B 4 / 2, 3 / 3, 2 / 4): 7B Q4_0 458 -> 486 t/s with 3 / 3; Q4_K (7B Q4_K_M 430 -> 410) and F16
+ * (1B F16 1050 -> 1000) were slower at every setting, so they stay on k_mvp. A format needs
+ * 16-byte multiples per block (every step's bytes are one bulk copy). */
+template <class F> struct MvtTune {
+    enum { ON = 0, S = 3, B = 3 };
 };
-/* Ring slots per warp (steps in flight). */
-#ifndef MVT_STAGES
-#define MVT_STAGES 4
-#endif
+template <> struct MvtTune<MvpI8<VQ4_0X8> > {
+    enum { ON = 1, S = 3, B = 3 };
+};
+template <> struct MvtTune<MvpI8<VQ8_0X8> > {
+    enum { ON = 1, S = 3, B = 3 };
+};
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
 /* Offset of the rings from k_mvt's 64-byte aligned base: after the staged x and the norm's reduction
- * slots, 16-byte aligned. Then nwarps * MVT_STAGES slots of sb bytes, then one mbarrier per slot. */
+ * slots, 16-byte aligned. Then nwarps * S slots of sb bytes, then one mbarrier per slot. */
 HD size_t mvt_ring_off(int f32x, int64_t n_in) { return (mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS + 15) & ~(size_t)15; }
-static size_t mvt_smem_bytes(int f32x, int64_t n_in, int nwarps, int sb) {
-    return 64 + mvt_ring_off(f32x, n_in) + (size_t)nwarps * MVT_STAGES * ((size_t)sb + 8);
+static size_t mvt_smem_bytes(int f32x, int64_t n_in, int nwarps, int stages, int sb) {
+    return 64 + mvt_ring_off(f32x, n_in) + (size_t)nwarps * stages * ((size_t)sb + 8);
 }
 
-/* Warp-step t of a warp whose rows start at r0: row r0 + t / nsteps, step t % nsteps. Lane 0 of the
- * warp copies that step's bytes (the last step of a row may be shorter) into ring slot t % MVT_STAGES. */
-__device__ __forceinline__ void mvt_issue(const MvJobs &jobs, int64_t r0, int64_t t, int nsteps, int64_t row_bytes,
-                                          int sb, uint8_t *ring, uint64_t *bar) {
-    const int64_t r = r0 + t / nsteps;
-    const int s = (int)(t % nsteps), slot = (int)(t % MVT_STAGES);
-    const int j = mvp_job(jobs, r);
-    const uint8_t *src = jobs.j[j].w + (r - jobs.j[j].row0) * row_bytes + (int64_t)s * sb;
-    const int64_t left = row_bytes - (int64_t)s * sb;
-    mm_bulk_load(ring + (size_t)slot * sb, src, (uint32_t)(left < sb ? left : sb), bar + slot);
+/* The next step a warp copies: row r (of job j, its bytes at w), step s of the row. Lane 0 copies
+ * that step's bytes (the last step of a row may be shorter) into dst, then moves on. */
+struct MvtNext {
+    const uint8_t *w;
+    int64_t r;
+    int s, j;
+};
+__device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int nsteps, int64_t row_bytes, int sb,
+                                          uint8_t *dst, uint64_t *bar) {
+    const int64_t left = row_bytes - (int64_t)it.s * sb;
+    mm_bulk_load(dst, it.w + (int64_t)it.s * sb, (uint32_t)(left < sb ? left : sb), bar);
+    if (++it.s == nsteps) {
+        it.s = 0;
+        it.r++;
+        while (it.j + 1 < jobs.n && it.r >= jobs.j[it.j + 1].row0) it.j++;
+        it.w = jobs.j[it.j].w + (it.r - jobs.j[it.j].row0) * row_bytes;
+    }
 }
 
 /* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
- * within a lane), for formats with MvtOk, on sm_90+. The weights do not pass through registers:
- * every warp owns a ring of MVT_STAGES shared-memory slots of one step each (UN units per lane,
- * mvt_step_bytes), lane 0 keeps MVT_STAGES steps in flight as bulk copies (the first ones issued
+ * within a lane), for the formats MvtTune turns on, on sm_90+. The weights do not pass through
+ * registers: every warp owns a ring of S = MvtTune<F>::S shared-memory slots of one step each (UN
+ * units per lane, mvt_step_bytes), lane 0 keeps S steps in flight as bulk copies (the first ones issued
  * before the grid dependency wait and the x staging), the lanes read their units from the slot
  * once its barrier completes, and lane 0 refills the slot after a __syncwarp. Extra contract:
  * row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared memory mvt_smem_bytes(F::F32X,
- * n_in, blockDim.x / warpSize, step bytes); every copy issued is waited for before exit. */
+ * n_in, blockDim.x / warpSize, S, step bytes); every copy issued is waited for before exit. */
 template <class F, int UN>
-__global__ void __launch_bounds__(MVP_THREADS, 2)
+__global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     k_mvt(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
+    enum { S = MvtTune<F>::S };
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
     xs += (64u - ((uint32_t)__cvta_generic_to_shared(xs) & 63u)) & 63u;
@@ -2118,18 +2132,20 @@ __global__ void __launch_bounds__(MVP_THREADS, 2)
     const int ws = warpSize, nwarps = (int)blockDim.x / ws, wid = (int)threadIdx.x / ws;
     const int lane = (int)threadIdx.x % ws;
     const int sb = mvt_step_bytes(UN, ws, F::UPB, F::BB);
-    uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * MVT_STAGES * sb;
-    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * MVT_STAGES * sb) +
-                    wid * MVT_STAGES;
+    uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * S * sb;
+    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * sb) +
+                    wid * S;
     const int64_t r0 = ((int64_t)blockIdx.x * nwarps + wid) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
     const int nunits = (int)(n_in / F::QK) * F::UPB;
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
     const int64_t nt = r0 < r1 ? (r1 - r0) * nsteps : 0;
-    const int64_t pre = nt < MVT_STAGES ? nt : MVT_STAGES;
+    const int64_t pre = nt < S ? nt : S;
+    int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
+    MvtNext it = {r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL, r0, 0, jb};
     if (lane == 0) {
-        for (int i = 0; i < MVT_STAGES; i++) mm_mbar_init(bar + i);
-        for (int64_t t = 0; t < pre; t++) mvt_issue(jobs, r0, t, nsteps, row_bytes, sb, ring, bar);
+        for (int i = 0; i < S; i++) mm_mbar_init(bar + i);
+        for (int t = 0; t < (int)pre; t++) mvt_issue(it, jobs, nsteps, row_bytes, sb, ring + (size_t)t * sb, bar + t);
     }
     __syncwarp();
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
@@ -2145,7 +2161,6 @@ __global__ void __launch_bounds__(MVP_THREADS, 2)
     int s = 0, slot = 0;
     uint32_t parity = 0;
     int64_t r = r0;
-    int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
     for (int64_t t = 0; t < nt; t++) {
         mm_mbar_wait(bar + slot, parity);
         const uint8_t *sp = ring + (size_t)slot * sb;
@@ -2175,8 +2190,8 @@ MM_UNROLL
             s++;
         }
         __syncwarp(); /* every lane is done with the slot */
-        if (lane == 0 && t + MVT_STAGES < nt) mvt_issue(jobs, r0, t + MVT_STAGES, nsteps, row_bytes, sb, ring, bar);
-        if (++slot == MVT_STAGES) slot = 0, parity ^= 1u;
+        if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, (uint8_t *)sp, bar + slot);
+        if (++slot == S) slot = 0, parity ^= 1u;
     }
 }
 #endif
@@ -2644,8 +2659,10 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
                const float2 *) = k_mvp<F, UN>;
 #ifndef MM_HIP
-    if constexpr (MvtOk<F>::OK) if (ctx->tma && row_bytes % 16 == 0) {
-        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, mvt_step_bytes(UN, ctx->warp_size, F::UPB, F::BB));
+    if constexpr (MvtTune<F>::ON) if (ctx->tma && row_bytes % 16 == 0) {
+        static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
+        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, MvtTune<F>::S,
+                                            mvt_step_bytes(UN, ctx->warp_size, F::UPB, F::BB));
         if (tsmem <= (size_t)ctx->smem_optin && mvp_occupancy(ctx, (const void *)k_mvt<F, UN>, tsmem) > 0)
             fn = k_mvt<F, UN>, smem = tsmem;
     }
