@@ -2070,16 +2070,14 @@ MM_UNROLL
 
 /* Which formats take k_mvt, with how many ring slots per warp (S) and resident blocks per SM the
  * registers are capped for (B). Measured against k_mvp on an H200 (2026-11-22, whole-model tg128,
- * S / B 4 / 2, 3 / 3, 2 / 4): 7B Q4_0 458 -> 486 t/s with 3 / 3; Q4_K (7B Q4_K_M 430 -> 410) and F16
- * (1B F16 1050 -> 1000) were slower at every setting, so they stay on k_mvp. A format needs
- * 16-byte multiples per block (every step's bytes are one bulk copy). */
+ * S / B 4 / 2, 3 / 3, 2 / 4): Q4_0 X8 gained with 3 / 3 (7B 457 -> 487, 1B 1513 -> 1553 t/s); Q8_0 X8
+ * (7B 372 -> 362, 1B 1407 -> 1375), Q4_K (7B Q4_K_M 430 -> 410) and F16 (1B F16 1050 -> 1000) were
+ * slower, so they stay on k_mvp. A format needs 16-byte multiples per block (every step's bytes
+ * are one bulk copy). */
 template <class F> struct MvtTune {
     enum { ON = 0, S = 3, B = 3 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = 3, B = 3 };
-};
-template <> struct MvtTune<MvpI8<VQ8_0X8> > {
     enum { ON = 1, S = 3, B = 3 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
