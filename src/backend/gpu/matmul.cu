@@ -2074,11 +2074,16 @@ MM_UNROLL
  * (7B 372 -> 362, 1B 1407 -> 1375), Q4_K (7B Q4_K_M 430 -> 410) and F16 (1B F16 1050 -> 1000) were
  * slower, so they stay on k_mvp. A format needs 16-byte multiples per block (every step's bytes
  * are one bulk copy). */
+#ifndef MVT_Q4_0_S /* (overridable for benchmarks) */
+#define MVT_Q4_0_S 3
+#define MVT_Q4_0_B 3
+#define MVT_Q4_0_UN 4
+#endif
 template <class F> struct MvtTune {
-    enum { ON = 0, S = 3, B = 3 };
+    enum { ON = 0, S = 3, B = 3, UN = 4 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = 3, B = 3 };
+    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
@@ -2401,6 +2406,7 @@ struct rf_gpu_matmul_ctx {
     int64_t xq_n;
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
+    int mvt_spare; /* resident k_mvt blocks per SM left free for the next kernel (RF_MM_MVT_SPARE) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
@@ -2478,6 +2484,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
             cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             major = 0;
         ctx->tma = major >= 9 && !(getenv("RF_MM_TMA") && atoi(getenv("RF_MM_TMA")) == 0);
+        ctx->mvt_spare = getenv("RF_MM_MVT_SPARE") ? atoi(getenv("RF_MM_MVT_SPARE")) : 0;
         (void)mmGetLastError();
     }
 #endif
@@ -2658,14 +2665,18 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
                const float2 *) = k_mvp<F, UN>;
 #ifndef MM_HIP
     if constexpr (MvtTune<F>::ON) if (ctx->tma && row_bytes % 16 == 0) {
+        typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
-        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, MvtTune<F>::S,
-                                            mvt_step_bytes(UN, ctx->warp_size, F::UPB, F::BB));
-        if (tsmem <= (size_t)ctx->smem_optin && mvp_occupancy(ctx, (const void *)k_mvt<F, UN>, tsmem) > 0)
-            fn = k_mvt<F, UN>, smem = tsmem;
+        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
+        if (tsmem <= (size_t)ctx->smem_optin && mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, tsmem) > 0)
+            fn = k_mvt<F, T::UN>, smem = tsmem;
     }
 #endif
-    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, smem) * wpb;
+    int occ = mvp_occupancy(ctx, (const void *)fn, smem);
+#ifndef MM_HIP
+    if ((const void *)fn != (const void *)k_mvp<F, UN> && occ - ctx->mvt_spare >= 1) occ -= ctx->mvt_spare;
+#endif
+    const int64_t max_warps = (int64_t)ctx->n_sm * occ * wpb;
     /* x quantized by its producer (rf_gpu_mm_swiglu) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
