@@ -127,6 +127,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
     const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
     if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
+    /* the first slots (block table: written before the step) are looked up before waiting for the
+     * previous kernel (it writes q and the new K/V row) */
+    int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
+    rf_grid_dep_wait();
 
     float qr[GB][8];
 #pragma unroll
@@ -146,7 +150,6 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 
     /* the next chunk's slots are looked up while this chunk's K/V are read (the block-table read
      * is a dependent load: without this it would add one memory latency per chunk) */
-    int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
     for (int c0 = pb + warp * ws; c0 < pe; c0 += nw * ws) { /* warp-uniform */
         const int nc = min(ws, pe - c0);
         const int slot = slot_next, cn = c0 + nw * ws + lane;
@@ -440,15 +443,13 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
     const int G = a->n_head / a->n_kv_head, n_chunks = (G + GB - 1) / GB;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head * n_chunks), (unsigned)n_split);
     const size_t smem = dec_smem(a->head_dim, GB);
-    if (!vec)
-        attn_dec_kernel<T, GB, false, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
-    else if (dec_lp(a->head_dim) == 8)
-        attn_dec_kernel<T, GB, true, 8><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
-    else if (dec_lp(a->head_dim) == 16)
-        attn_dec_kernel<T, GB, true, 16><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
-    else
-        attn_dec_kernel<T, GB, true, 32><<<grid, DEC_THREADS, smem, st>>>(*a, n_chunks, part, counters);
-    return (int)gpuGetLastError();
+    void (*fn)(rf_gpu_attn_args, int, float *, int *) = !vec                       ? attn_dec_kernel<T, GB, false, 32>
+                                                        : dec_lp(a->head_dim) == 8  ? attn_dec_kernel<T, GB, true, 8>
+                                                        : dec_lp(a->head_dim) == 16 ? attn_dec_kernel<T, GB, true, 16>
+                                                                                    : attn_dec_kernel<T, GB, true, 32>;
+    gpuError_t err;
+    RF_LAUNCH_PDL(err, fn, grid, dim3(DEC_THREADS), smem, st, *a, n_chunks, part, counters);
+    return (int)err;
 }
 
 template <typename T>

@@ -123,6 +123,7 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 /* ---- device side ------------------------------------------------------------------------ */
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #include <stdint.h>
+#include <stdlib.h>
 
 #if RF_GPU_HIP
 #define RF_SHFL_XOR(v, m) __shfl_xor((v), (m))
@@ -147,6 +148,48 @@ static __device__ __forceinline__ void rf_grid_dep_launch(void) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+
+/* Waits until the previous kernel of the stream has completed and its writes are visible, when
+ * this kernel was launched with RF_LAUNCH_PDL; a no-op otherwise. Everything before it may only
+ * read what no kernel of the current step writes. */
+static __device__ __forceinline__ void rf_grid_dep_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Launches kernel fn (a function pointer variable or a plain name: no commas) as a programmatic
+ * dependent launch on CUDA: it may start while the previous kernel of the stream is still running
+ * (that kernel's rf_grid_dep_launch lets it), and must call rf_grid_dep_wait before it reads
+ * anything that kernel writes or writes anything it reads. HIP, or RF_GPU_PDL=0 at the first
+ * launch: an ordinary launch. err (a gpuError_t lvalue) receives the launch's status. */
+#if RF_GPU_HIP
+#define RF_LAUNCH_PDL(err, fn, grid_, block_, smem_, stream_, ...)                  \
+    do {                                                                        \
+        hipLaunchKernelGGL(fn, grid_, block_, smem_, stream_, __VA_ARGS__);      \
+        (err) = hipGetLastError();                                              \
+    } while (0)
+#else
+static inline int rf_pdl_on(void) {
+    static int on = -1;
+    if (on < 0) on = !(getenv("RF_GPU_PDL") && atoi(getenv("RF_GPU_PDL")) == 0);
+    return on;
+}
+#define RF_LAUNCH_PDL(err, fn, grid_, block_, smem_, stream_, ...)                                      \
+    do {                                                                                            \
+        cudaLaunchConfig_t cfg_ = {};                                                               \
+        cudaLaunchAttribute at_[1] = {};                                                            \
+        at_[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;                             \
+        at_[0].val.programmaticStreamSerializationAllowed = 1;                                      \
+        cfg_.gridDim = (grid_);                                                                     \
+        cfg_.blockDim = (block_);                                                                    \
+        cfg_.dynamicSmemBytes = (smem_);                                                             \
+        cfg_.stream = (stream_);                                                                     \
+        cfg_.attrs = at_;                                                                           \
+        cfg_.numAttrs = rf_pdl_on();                                                                \
+        (err) = cudaLaunchKernelEx(&cfg_, fn, __VA_ARGS__);                                         \
+    } while (0)
+#endif
 
 static __device__ __forceinline__ float rf_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float rf_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }

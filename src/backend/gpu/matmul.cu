@@ -1507,11 +1507,13 @@ __global__ void __launch_bounds__(QX_THREADS)
  * alias gate or up), and the same values quantized as k_qx does into xq[0, n_in), xd[0, n_in / 32)
  * (mm_quantize_x; a 32-block with a non-finite value gets d = NaN). gate, up, out 16-byte aligned,
  * n_in % 32 == 0. Launch: blockDim.x = QX_THREADS, any gridDim.x (blocks stride over the
- * 8-element pieces). Lets the next kernel (the down projection's k_mvp) start at once. */
+ * 8-element pieces). Lets the next kernel (the down projection's k_mvp) start at once; launched as
+ * a programmatic dependent launch where k_mvp is (it waits before reading gate and up). */
 __global__ void __launch_bounds__(QX_THREADS)
     k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
                float2 *__restrict__ xd) {
     mm_grid_dep_launch();
+    mm_grid_dep_wait(); /* gate and up come from the previous kernel */
     const MmSwigluSrc src = {gate, up, out};
     float ss = 0.0f;
     (void)mm_quantize_x<0, 1>(src, n_in, (int)(blockIdx.x * blockDim.x), (int)(gridDim.x * blockDim.x), xq, xd, &ss);
@@ -3054,9 +3056,30 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
         return 0;
     const int64_t pieces = n_in / 8;
     const unsigned grid = (unsigned)((pieces + QX_THREADS - 1) / QX_THREADS);
-    k_swiglu_q<<<grid, QX_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, (int8_t *)ctx->qbuf,
-                                                     (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF));
-    if (mm_check(mmGetLastError(), "swiglu launch")) return -1;
+    int8_t *xq = (int8_t *)ctx->qbuf;
+    float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
+#ifndef MM_HIP
+    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
+    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
+        (st == mmStreamCaptureStatusNone || ctx->pdl_graph)) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1] = {};
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3(grid);
+        cfg.blockDim = dim3(QX_THREADS);
+        cfg.stream = ctx->stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        if (mm_check(cudaLaunchKernelEx(&cfg, k_swiglu_q, gate, up, n_in, out, xq, xd), "swiglu launch (programmatic)"))
+            return -1;
+    } else
+#endif
+    {
+        (void)mmGetLastError();
+        k_swiglu_q<<<grid, QX_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, xq, xd);
+        if (mm_check(mmGetLastError(), "swiglu launch")) return -1;
+    }
     ctx->xq_x = out;
     ctx->xq_n = n_in;
     return 1;

@@ -20,6 +20,7 @@
  * pairs are computed once per block into shared memory (f64 sin/cos once per pair, not once per
  * pair and head), then every head of the block is rotated from the table.
  * Every element is touched by one thread only: no intra-block ordering is needed.
+ * A programmatic dependent launch: the table is computed before waiting for the previous kernel.
  * NaN/inf in q/k propagate into their pair; a NaN factor or angle makes the pair NaN.
  * n_rot <= 2 * ROPE_MAX_HALF. */
 #define ROPE_HPB 8
@@ -42,6 +43,7 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
     T *vc = v_cache ? v_cache + (int64_t)slot[t] * kv_dim : NULL;
     float *qt = q + (int64_t)t * n_head * head_dim;
     float *kt = k + (int64_t)t * kv_dim;
+    rf_grid_dep_launch(); /* the attention may launch and wait for us */
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         const float freq = (float)pow((double)base, (double)(-2.0f * (float)i / (float)n_rot));
         float theta = p * freq_scale * freq;
@@ -49,6 +51,7 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
         cs_s[i] = (float)cos((double)theta);
         sn_s[i] = (float)sin((double)theta);
     }
+    rf_grid_dep_wait(); /* q, k, v come from the previous kernel (pos, slot and the table do not) */
     __syncthreads();
     const int n_pairs = (h_hi - h_lo) * half;
     for (int idx = threadIdx.x; idx < n_pairs; idx += blockDim.x) {
@@ -91,13 +94,19 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
 #endif
     }
     dim3 grid((unsigned)n_tokens, (unsigned)((n_head + n_kv_head + ROPE_HPB - 1) / ROPE_HPB));
-    if (kv_type == RF_TYPE_F16)
-        rope_store_kv_kernel<__half><<<grid, 256, 0, (gpuStream_t)stream>>>(
-            pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
-            head_dim, q, k, v, (__half *)k_cache, (__half *)v_cache);
-    else
-        rope_store_kv_kernel<float><<<grid, 256, 0, (gpuStream_t)stream>>>(
-            pos, slot, rope->mode, rope->n_rot, rope->base, rope->freq_scale, rope->freq_factors, n_head, n_kv_head,
-            head_dim, q, k, v, (float *)k_cache, (float *)v_cache);
-    return (int)gpuGetLastError();
+    gpuError_t err;
+    if (kv_type == RF_TYPE_F16) {
+        void (*fn)(const int32_t *, const int32_t *, int, int, float, float, const float *, int, int, int, float *,
+                   float *, const float *, __half *, __half *) = rope_store_kv_kernel<__half>;
+        RF_LAUNCH_PDL(err, fn, grid, dim3(256), 0, (gpuStream_t)stream, pos, slot, rope->mode, rope->n_rot, rope->base,
+                      rope->freq_scale, rope->freq_factors, n_head, n_kv_head, head_dim, q, k, v, (__half *)k_cache,
+                      (__half *)v_cache);
+    } else {
+        void (*fn)(const int32_t *, const int32_t *, int, int, float, float, const float *, int, int, int, float *,
+                   float *, const float *, float *, float *) = rope_store_kv_kernel<float>;
+        RF_LAUNCH_PDL(err, fn, grid, dim3(256), 0, (gpuStream_t)stream, pos, slot, rope->mode, rope->n_rot, rope->base,
+                      rope->freq_scale, rope->freq_factors, n_head, n_kv_head, head_dim, q, k, v, (float *)k_cache,
+                      (float *)v_cache);
+    }
+    return (int)err;
 }
