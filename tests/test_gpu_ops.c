@@ -11,7 +11,9 @@
  *     overflow to inf, subnormals and NaN), rotated k 2e-3 (f32) / 3e-3 (f16: 2e-3 before
  *     rounding can flip the rounding by one f16 ulp, 9.8e-4 below 1)
  *   attention (every case with an f32 and an f16 cache; CPU and GPU read the same cached values):
- *     1e-4 absolute + 1e-4 relative (summation order over up to 9000 positions);
+ *     1e-4 absolute + 1e-4 relative (summation order over up to 9000 positions); one-token
+ *     decode cases also with the int8 copy of the output for the next matvec, which must equal
+ *     the host's quantization of the f32 output bit for bit (NaN blocks marked);
  *     the tensor-core prefill (CUDA sm_80+, head dims 64/128) rounds q, k, v and the softmax
  *     weights to f16 (relative error 2^-11 = 4.9e-4 each; scores of |q| <= 2, |k| <= 1, hd 128
  *     err ~ scale * sqrt(hd) * 2 * 4.9e-4 ~ 1e-3 before the exp): 2e-3 absolute + 1e-2 relative
@@ -19,6 +21,7 @@
  *   seeded sampling: same token as the CPU (at most 1 in 100 draws may differ, where expf's last
  *   bit decides), log-probability 1e-4; the same seed twice gives the same tokens
  *   models: golden tolerances of ../shared/golden/README.md (stories260K 3e-3 + 48 greedy tokens) */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +273,71 @@ static void test_rope(void) {
 
 /* ---- attention ------------------------------------------------------------------------------ */
 
+#if HAVE_GPU_BUILD
+/* The decode kernel's int8 copy of its output (kernels.h, rf_gpu_attn_args.xq; one token, fused
+ * combine): at 1 and 3 splits the f32 output is checked as above, and the int8 copy must equal
+ * the int8 path's quantization of that output, done here on the host (per 32 elements: d =
+ * amax / 127, q = round-to-even(v * 127 / amax) clamped to +-127, the pair {d, d * sum q}; a
+ * block with inf / NaN: d = NaN), bit for bit. */
+static void attention_xq_check(const char *label, const rf_step *ds, const rf_attn_dims *dims, const float *dq,
+                               const void *dkc, const void *dvc, float *dout, const float *ref, uint32_t kvt) {
+    const int n_head = dims->n_head, hd = dims->head_dim;
+    const size_t nq = (size_t)n_head * hd, nb = nq / 32;
+    int8_t *hq = malloc(nq);
+    float *hdd = malloc(sizeof(float) * 2 * nb), *got = malloc(sizeof(float) * nq);
+    void *dxq = be->ops->alloc(be, nq), *dxd = be->ops->alloc(be, sizeof(float) * 2 * nb);
+    static const int splits[] = {1, 3};
+    for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
+        const int ns = splits[si];
+        if (!rf_gpu_attn_decode_fused(1, n_head, dims->n_kv_head, ns)) continue;
+        const size_t sb = rf_gpu_attn_decode_scratch(1, n_head, hd, ns);
+        void *zero = calloc(1, sb), *scr = dput(zero, sb);
+        rf_gpu_attn_args a = {1,         n_head,   dims->n_kv_head, hd,  dims->scale, ds->block_size, ds->max_blocks,
+                              ds->pos,   ds->seq_row, ds->block_table, dq, dkc,      dvc,             kvt,
+                              dout,      dxq,      dxd};
+        for (size_t i = 0; i < nq; i++) got[i] = -77.0f;
+        be->ops->upload(be, dout, got, sizeof(float) * nq);
+        int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, ns, (float *)scr);
+        if (!rc) rc = dget(got, dout, sizeof(float) * nq) || dget(hq, dxq, nq) || dget(hdd, dxd, sizeof(float) * 2 * nb);
+        CHECK(rc == 0, "attention %s int8 copy, %d splits: launch or copy failed", label, ns);
+        char what[160];
+        snprintf(what, sizeof what, "attention %s (kv %s, %d splits, int8 copy on)", label,
+                 kvt == RF_TYPE_F16 ? "f16" : "f32", ns);
+        CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
+        size_t bad = 0, marked = 0;
+        for (size_t b = 0; b < nb; b++) {
+            float amax = 0.0f;
+            int nf = 0;
+            for (int i = 0; i < 32; i++) {
+                const float v = fabsf(got[32 * b + i]);
+                if (!(v <= FLT_MAX)) nf = 1;
+                amax = fmaxf(amax, v);
+            }
+            if (nf) {
+                marked++;
+                bad += !isnan(hdd[2 * b]);
+                continue;
+            }
+            const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            int sq = 0;
+            for (int i = 0; i < 32; i++) {
+                int q = (int)rintf(got[32 * b + i] * id);
+                q = q > 127 ? 127 : (q < -127 ? -127 : q);
+                sq += q;
+                bad += hq[32 * b + i] != q;
+            }
+            bad += hdd[2 * b] != d || hdd[2 * b + 1] != d * (float)sq;
+        }
+        CHECK(bad == 0, "%s: %zu int8 values or scales differ from the host quantization (%zu blocks marked non-finite)",
+              what, bad, marked);
+        dfree(scr);
+        free(zero);
+    }
+    dfree(dxq), dfree(dxd);
+    free(hq), free(hdd), free(got);
+}
+#endif
+
 /* Sequences of the given lengths in a paged cache with shuffled (non-contiguous) blocks; the
  * batch holds the last `tail[s]` positions of sequence s (tail 1 = decode). Unused slots hold NaN:
  * reading one would show. mode/n_split select the GPU kernel (gpu_backend.h). */
@@ -327,6 +395,7 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     }
     rf_gpu_attention_prefill_tc(1, hd);
     rf_gpu_backend_set_attention(be, 0, 0);
+    if (n_tok == 1 && hd % 32 == 0) attention_xq_check(label, &ds, &dims, dq, dkc, dvc, dout, ref, kvt);
 #else
     (void)ds;
     (void)label;
@@ -387,6 +456,9 @@ static void test_attention(void) {
     attention_case("decode gqa16 hd256", 32, 2, 256, 32, len12, tail12, 1, 0);
     int len13[] = {777, 1, 64}, tail13[] = {1, 1, 2};
     attention_case("decode hd36", 6, 3, 36, 16, len13, tail13, 3, 0);
+    /* one token with a NaN in V (position 0, dim 3 of KV head 0): the int8 copy marks its blocks */
+    int len14[] = {300}, tail14[] = {1};
+    attention_case("decode NaN in V", 8, 2, 64, 16, len14, tail14, 1, 1);
 }
 
 /* ---- micro-benchmark (group "bench", not in the default run) --------------------------------
@@ -512,7 +584,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
         rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                              kvt, out};
+                              kvt, out, NULL, NULL};
         c.a = a;
         c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
         c.scratch = scr;
@@ -534,7 +606,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
     rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                          kvt, out};
+                          kvt, out, NULL, NULL};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {

@@ -108,6 +108,25 @@ static __device__ __forceinline__ float dec_scale(float m, float M) { return m =
 /* The fused combine reads every split's partial in one thread: used up to this many splits. */
 #define DEC_FUSED_MAX_SPLITS 32
 
+/* The int8 copy of output element e = o (kernels.h, rf_gpu_attn_args.xq), exactly as matmul.cu's
+ * mm_quantize_x (with its non-finite mark) quantizes it. The 32 elements of e's block must be held
+ * by 32 consecutive lanes of one warp (lane = e % 32 within any warp size), all calling together. */
+static __device__ __forceinline__ void dec_quantize32(float o, int64_t e, int8_t *xq, float2 *xd) {
+    float amax = fabsf(o);
+    int bad = !(amax <= 3.402823466e38f); /* inf or NaN */
+    for (int off = 16; off > 0; off >>= 1) {
+        amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
+        bad |= RF_SHFL_XOR(bad, off);
+    }
+    const float dq = bad ? NAN : amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int q = __float2int_rn(o * id);
+    q = q > 127 ? 127 : (q < -127 ? -127 : q);
+    int sq = q;
+    for (int off = 16; off > 0; off >>= 1) sq += RF_SHFL_XOR(sq, off);
+    xq[e] = (int8_t)q;
+    if ((e & 31) == 0) xd[e / 32] = make_float2(dq, dq * (float)sq);
+}
+
 template <typename T, int GB, bool VEC, int LP>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
@@ -309,7 +328,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             L += p0[(int64_t)q * stride + 1] * w;
             v += p0[(int64_t)q * stride + 2 + d] * w;
         }
-        a.out[((int64_t)t * a.n_head + h0 + j) * hd + d] = v / L;
+        const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
+        const float o = v / L;
+        a.out[e] = o;
+        if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
     }
 }
 
@@ -464,8 +486,16 @@ static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, 
 
 static int g_dec_fused = -1; /* RF_ATTN_FUSED_COMBINE=0: always the separate combine kernel (A/B) */
 
-extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
+extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split) {
     if (g_dec_fused < 0) g_dec_fused = !(getenv("RF_ATTN_FUSED_COMBINE") && atoi(getenv("RF_ATTN_FUSED_COMBINE")) == 0);
+    if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head) return 0;
+    if (n_split < 1) n_split = 1;
+    const int G = n_head / n_kv_head, gb = dec_gb(G);
+    const int64_t groups = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
+    return g_dec_fused && groups <= DEC_COUNTERS && n_split <= DEC_FUSED_MAX_SPLITS;
+}
+
+extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
     if (a->n_tokens <= 0) return 0;
     if (bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         a->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || a->head_dim <= 0)
@@ -476,9 +506,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
     /* one launch (the last split block of each group combines) where the counters and one
      * thread's loop over the splits suffice; else a combine kernel */
-    const int G = a->n_head / a->n_kv_head, gb = dec_gb(G);
-    const int64_t groups = (int64_t)a->n_tokens * a->n_kv_head * ((G + gb - 1) / gb);
-    const bool fused = g_dec_fused && groups <= DEC_COUNTERS && n_split <= DEC_FUSED_MAX_SPLITS;
+    const bool fused = rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
+    if (a->xq && (!fused || a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
     float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
     int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)

@@ -278,7 +278,8 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
     }
     rf_gpu_attn_args a = {st->n_tokens, d->n_head,      d->n_kv_head,   d->head_dim, d->scale,
                           st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
-                          q,              k_cache,        v_cache,        d->kv_type,  out};
+                          q,              k_cache,        v_cache,        d->kv_type,  out,
+                          NULL,           NULL};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
@@ -306,7 +307,13 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
                 n_split /= 2;
         if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
+            /* one token: the output also quantized for the output projection's matvec to copy */
+            const int64_t n_out = (int64_t)d->n_head * d->head_dim;
+            const int xq = st->n_tokens == 1 && d->head_dim % 32 == 0 &&
+                           rf_gpu_attn_decode_fused(1, d->n_head, d->n_kv_head, n_split) &&
+                           rf_gpu_mm_xq_buffers(g->mm, n_out, &a.xq, &a.xd);
             check_launch(g, "attention (decode)", rf_gpu_attention_decode(g->stream, &a, n_split, g->attn_scratch));
+            if (xq) rf_gpu_mm_xq_mark(g->mm, out, n_out);
             return;
         }
     }

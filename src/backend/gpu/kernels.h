@@ -49,6 +49,13 @@ typedef struct {
     const void *k_cache, *v_cache;
     uint32_t kv_type;
     float *out;
+    /* Optional (decode, n_tokens == 1, head_dim % 32 == 0, and only where
+     * rf_gpu_attn_decode_fused says the combine is fused; NULL otherwise): out is also written
+     * quantized as matmul.cu's int8 path quantizes an x (per 32 elements q = round(v * 127 / amax)
+     * to xq[n_head * head_dim] int8, {d = amax / 127, d * sum q} to xd[n_head * head_dim / 32]
+     * float pairs; a block holding inf / NaN gets d = NaN), for the next matvec to copy
+     * (matmul_gpu.h, rf_gpu_mm_xq_buffers). */
+    void *xq, *xd;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
@@ -63,6 +70,8 @@ size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_
 int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos,
                               int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
+/* 1 when rf_gpu_attention_decode with these sizes combines the splits in the same kernel. */
+int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
 int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);
 /* Prefill on tensor cores (CUDA sm_80+, head_dim 64 or 128, n_head / n_kv_head <= 64, 16-byte

@@ -3085,6 +3085,19 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     return 1;
 }
 
+extern "C" int rf_gpu_mm_xq_buffers(rf_gpu_matmul_ctx *ctx, int64_t n_in, void **q, void **d) {
+    if (!ctx || !ctx->xq_on || !ctx->qbuf || n_in <= 0 || n_in % 32 || n_in > QX_MAX_IN) return 0;
+    *q = ctx->qbuf;
+    *d = (uint8_t *)ctx->qbuf + QX_XD_OFF;
+    return 1;
+}
+
+extern "C" void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in) {
+    if (!ctx) return;
+    ctx->xq_x = x;
+    ctx->xq_n = n_in;
+}
+
 static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x, int n,
                  const float *norm_w, float eps, int accumulate, float *scratch);
 

@@ -107,6 +107,17 @@ int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *ou
  * returned (call the plain swiglu). Returns 1 when enqueued, -1 + rf_set_error on a launch error. */
 int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out);
 
+/* The same hand-off for an x that another kernel produces (the decode attention's output before
+ * the output projection): rf_gpu_mm_xq_buffers gives the scratch where that kernel writes x
+ * quantized (*q: n_in int8, *d: n_in / 32 pairs of floats {d, d * sum q}, as the int8 path
+ * quantizes; a block with inf / NaN: d = NaN), or returns 0 (and nothing may be written) when
+ * the context has none, n_in % 32 != 0, n_in is too large or RF_MM_XQ is 0. After enqueueing
+ * that kernel, rf_gpu_mm_xq_mark(ctx, x, n_in) makes the next matmul call (rf_gpu_matmul_ex with
+ * that x, n == 1, no norm) copy it; any other matmul call forgets it, and x must not change
+ * before. Returns 1 when the buffers are given. */
+int rf_gpu_mm_xq_buffers(rf_gpu_matmul_ctx *ctx, int64_t n_in, void **q, void **d);
+void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
+
 /* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
  * weight that rf_gpu_mm_repack rearranged. X8 (Q4_0, Q8_0; n_in % 256 == 0): every group of 8
  * consecutive blocks of a row holds its 8 f16 scales first, then the 8 blocks' quants, so each
