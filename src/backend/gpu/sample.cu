@@ -264,8 +264,6 @@ argmax_part_kernel(const float *logits, int nv, int want_lp, argmax_part *part) 
     const int tid = threadIdx.x, bs = blockDim.x, lane = tid % warpSize, w = tid / warpSize;
     float bv = -INFINITY, mx = -INFINITY;
     int bi = INT_MAX;
-    rf_grid_dep_launch(); /* argmax_final_kernel may launch and wait for us */
-    rf_grid_dep_wait();   /* the logits come from the previous kernel */
     for (int i = blockIdx.x * bs + tid; i < nv; i += gridDim.x * bs) {
         const float v = logits[i];
         if (v > bv || (v == bv && bi == INT_MAX)) {
@@ -314,7 +312,6 @@ argmax_part_kernel(const float *logits, int nv, int want_lp, argmax_part *part) 
 
 static __global__ void argmax_final_kernel(const float *logits, int nb, const argmax_part *part, int32_t *token_out,
                                            float *logprob_out) {
-    rf_grid_dep_wait(); /* the partials come from argmax_part_kernel */
     if (threadIdx.x != 0) return;
     float v = part[0].val;
     int id = part[0].id;
@@ -619,14 +616,12 @@ extern "C" int rf_gpu_sample(void *stream, const float *logits, int n_vocab, con
     if (p->temp <= 0.0f && !(penalize && n_history > 0 && p->penalty_last_n != 0)) {
         const int nb = argmax_blocks(n_vocab);
         argmax_part *part = (argmax_part *)scratch; /* nb <= ARGMAX_MAX_BLOCKS partials fit */
-        /* both as programmatic dependent launches: each launches while its predecessor finishes */
-        gpuError_t err;
-        RF_LAUNCH_PDL(err, argmax_part_kernel, dim3(nb), dim3(ARGMAX_THREADS), 0, (gpuStream_t)stream, logits, n_vocab,
-                      (int)(logprob_out != NULL), part);
-        if (err) return (int)err;
-        RF_LAUNCH_PDL(err, argmax_final_kernel, dim3(1), dim3(64), 0, (gpuStream_t)stream, logits, nb,
-                      (const argmax_part *)part, token_out, logprob_out);
-        return (int)err;
+        argmax_part_kernel<<<nb, ARGMAX_THREADS, 0, (gpuStream_t)stream>>>(logits, n_vocab, logprob_out != NULL,
+                                                                             part);
+        int rc = (int)gpuGetLastError();
+        if (rc) return rc;
+        argmax_final_kernel<<<1, 64, 0, (gpuStream_t)stream>>>(logits, nb, part, token_out, logprob_out);
+        return (int)gpuGetLastError();
     }
     const int *gate = NULL;
     if (p->temp > 0.0f && p->top_k > 0 && p->top_k < n_vocab && p->top_k <= SEL_CAP) {
