@@ -2091,7 +2091,9 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
 /* Offset of the rings from k_mvt's 64-byte aligned base: after the staged x and the norm's reduction
  * slots, 16-byte aligned. Then nwarps * S slots of sb bytes, then one mbarrier per slot. */
-HD size_t mvt_ring_off(int f32x, int64_t n_in) { return (mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS + 15) & ~(size_t)15; }
+HD size_t mvt_ring_off(int f32x, int64_t n_in) {
+    return (mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS + 15) & ~(size_t)15;
+}
 static size_t mvt_smem_bytes(int f32x, int64_t n_in, int nwarps, int stages, int sb) {
     return 64 + mvt_ring_off(f32x, n_in) + (size_t)nwarps * stages * ((size_t)sb + 8);
 }
@@ -2118,8 +2120,8 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int n
 /* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
  * within a lane), for the formats MvtTune turns on, on sm_90+. The weights do not pass through
  * registers: every warp owns a ring of S = MvtTune<F>::S shared-memory slots of one step each (UN
- * units per lane, mvt_step_bytes), lane 0 keeps S steps in flight as bulk copies (the first ones issued
- * before the grid dependency wait and the x staging), the lanes read their units from the slot
+ * units per lane, mvt_step_bytes), lane 0 keeps S steps in flight as bulk copies (the first ones
+ * issued before the grid dependency wait and the x staging), the lanes read their units from the slot
  * once its barrier completes, and lane 0 refills the slot after a __syncwarp. Extra contract:
  * row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared memory mvt_smem_bytes(F::F32X,
  * n_in, blockDim.x / warpSize, S, step bytes); every copy issued is waited for before exit. */
@@ -2138,8 +2140,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     const int lane = (int)threadIdx.x % ws;
     const int sb = mvt_step_bytes(UN, ws, F::UPB, F::BB);
     uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * S * sb;
-    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * sb) +
-                    wid * S;
+    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * sb) + wid * S;
     const int64_t r0 = ((int64_t)blockIdx.x * nwarps + wid) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
     const int nunits = (int)(n_in / F::QK) * F::UPB;
@@ -2168,7 +2169,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     int64_t r = r0;
     for (int64_t t = 0; t < nt; t++) {
         mm_mbar_wait(bar + slot, parity);
-        const uint8_t *sp = ring + (size_t)slot * sb;
+        uint8_t *sp = ring + (size_t)slot * sb;
         const int k0 = s * UN * ws;
 MM_UNROLL
         for (int u = 0; u < UN; u++) {
@@ -2195,7 +2196,7 @@ MM_UNROLL
             s++;
         }
         __syncwarp(); /* every lane is done with the slot */
-        if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, (uint8_t *)sp, bar + slot);
+        if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
         if (++slot == S) slot = 0, parity ^= 1u;
     }
 }
@@ -2408,7 +2409,6 @@ struct rf_gpu_matmul_ctx {
     int64_t xq_n;
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
-    int mvt_spare; /* resident k_mvt blocks per SM left free for the next kernel (RF_MM_MVT_SPARE) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
@@ -2486,7 +2486,6 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
             cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             major = 0;
         ctx->tma = major >= 9 && !(getenv("RF_MM_TMA") && atoi(getenv("RF_MM_TMA")) == 0);
-        ctx->mvt_spare = getenv("RF_MM_MVT_SPARE") ? atoi(getenv("RF_MM_MVT_SPARE")) : 0;
         (void)mmGetLastError();
     }
 #endif
@@ -2656,8 +2655,9 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
     return nb;
 }
 
-/* Enqueues k_mvp<F, UN> (k_mvt<F, UN> where it applies) over jobs (rows in all). The grid is one resident wave, trimmed so that
- * every warp gets the same number of rows (rpw) except the last. */
+/* Enqueues k_mvp<F, UN> (k_mvt where MvtTune turns it on and the device has it) over jobs (rows
+ * in all). The grid is one resident wave, trimmed so that every warp gets the same number of rows
+ * (rpw) except the last. */
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
                       const float *x, const float *norm_w, float eps, int accum) {
@@ -2666,19 +2666,17 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
                const float2 *) = k_mvp<F, UN>;
 #ifndef MM_HIP
-    if constexpr (MvtTune<F>::ON) if (ctx->tma && row_bytes % 16 == 0) {
+    if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
-        const size_t tsmem = mvt_smem_bytes(F::F32X, n_in, wpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
-        if (tsmem <= (size_t)ctx->smem_optin && mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, tsmem) > 0)
+        const size_t tsmem =
+            mvt_smem_bytes(F::F32X, n_in, wpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
+        if (ctx->tma && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
+            mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, tsmem) > 0)
             fn = k_mvt<F, T::UN>, smem = tsmem;
     }
 #endif
-    int occ = mvp_occupancy(ctx, (const void *)fn, smem);
-#ifndef MM_HIP
-    if ((const void *)fn != (const void *)k_mvp<F, UN> && occ - ctx->mvt_spare >= 1) occ -= ctx->mvt_spare;
-#endif
-    const int64_t max_warps = (int64_t)ctx->n_sm * occ * wpb;
+    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, smem) * wpb;
     /* x quantized by its producer (rf_gpu_mm_swiglu) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
