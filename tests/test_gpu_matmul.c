@@ -109,6 +109,16 @@ static void make_weights(uint32_t type, int64_t rows, int64_t n_in, uint8_t *buf
     }
 }
 
+/* rows random rows of type (make_weights) in *w and their f32 decode (rf_dequantize_row) in *wf,
+ * both malloc'ed; *rb: the bytes of a row. */
+static void make_weights_f32(uint32_t type, int64_t rows, int64_t n_in, uint8_t **w, float **wf, uint64_t *rb) {
+    rf_row_bytes(type, (uint64_t)n_in, rb);
+    *w = malloc(*rb * (uint64_t)rows);
+    make_weights(type, rows, n_in, *w);
+    *wf = malloc(sizeof(float) * (size_t)(rows * n_in));
+    for (int64_t o = 0; o < rows; o++) rf_dequantize_row(type, *w + o * *rb, *wf + o * n_in, n_in);
+}
+
 static void test_host_decode(void) {
     for (int t = 0; t < N_TYPES; t++) {
         const uint32_t type = TYPES[t];
@@ -706,11 +716,9 @@ static void test_swiglu_q(gpu_env *env) {
         const int accumulate = trial % 2, non_finite = trial % 4 == 3 ? 1 + (trial / 4) % 2 : 0;
         const int int8_path = bt != RF_TYPE_F16 && bt != RF_TYPE_IQ4_XS;
         uint64_t rb = 0;
-        rf_row_bytes(bt, (uint64_t)n_in, &rb);
-        uint8_t *w = malloc(rb * (uint64_t)n_out);
-        make_weights(bt, n_out, n_in, w);
-        float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
-        for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(bt, w + o * rb, wf + o * n_in, n_in);
+        uint8_t *w;
+        float *wf;
+        make_weights_f32(bt, n_out, n_in, &w, &wf, &rb);
         float *g = malloc(sizeof(float) * (size_t)n_in), *u = malloc(sizeof(float) * (size_t)n_in);
         float *ref = malloc(sizeof(float) * (size_t)n_in), *out = malloc(sizeof(float) * (size_t)n_in);
         const float scale = test_randf(0.2f, 4.0f);
@@ -816,11 +824,9 @@ static void test_mv_long(gpu_env *env) {
         const uint32_t type = LT[t], bt = base_type(type);
         const int64_t n_out = test_randint(9000, 13000);
         uint64_t rb = 0;
-        rf_row_bytes(bt, (uint64_t)n_in, &rb);
-        uint8_t *w = malloc(rb * (uint64_t)n_out);
-        make_weights(bt, n_out, n_in, w);
-        float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
-        for (int64_t o = 0; o < n_out; o++) rf_dequantize_row(bt, w + o * rb, wf + o * n_in, n_in);
+        uint8_t *w;
+        float *wf;
+        make_weights_f32(bt, n_out, n_in, &w, &wf, &rb);
         float *x = malloc(sizeof(float) * (size_t)n_in), *g = malloc(sizeof(float) * (size_t)n_in);
         float *y0 = malloc(sizeof(float) * (size_t)n_out), *y = malloc(sizeof(float) * (size_t)n_out);
         double *xin = malloc(sizeof(double) * (size_t)n_in);

@@ -2004,27 +2004,7 @@ __global__ void MVP_BOUNDS(F)
         out_scale = scale;
     }
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
-        typedef typename F::Dec D;
-        for (int64_t r = r0; r < r1; r++) {
-            const int j = mvp_job(jobs, r);
-            const int64_t o = r - jobs.j[j].row0;
-            const uint8_t *w = jobs.j[j].w + o * row_bytes;
-            float a = 0.0f;
-            for (int kk = lane; kk < (int)(n_in / D::E); kk += ws) {
-                float wv[D::E];
-                D::dec(w + (int64_t)(kk / D::C) * D::BB, kk % D::C, wv);
-                for (int e = 0; e < D::E; e++) {
-                    const int64_t i = (int64_t)kk * D::E + e;
-                    a += wv[e] * (norm_w ? x[i] * scale * norm_w[i] : x[i]);
-                }
-            }
-            for (int off = ws / 2; off > 0; off >>= 1) a += MM_SHFL_XOR(a, off);
-            if (lane == 0) {
-                float *yp = jobs.j[j].y + o;
-                const float v = a + (jobs.j[j].bias ? jobs.j[j].bias[o] : 0.0f);
-                *yp = accum ? *yp + v : v;
-            }
-        }
+        mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
         return;
     }
     float acc = 0.0f;
