@@ -2607,6 +2607,34 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 /* Largest dynamic shared memory of k_mv / k_mvp (under the 48 KB every target gives). */
 #define MV_SMEM_MAX (46 * 1024)
 
+/* ---- programmatic dependent launches (CUDA) --------------------------------------------------- */
+#ifndef MM_HIP
+/* Whether the next launch on the context's stream may be a programmatic dependent launch: RF_MM_PDL
+ * on, and inside graph capture only when in_graphs. */
+static int mm_pdl_now(rf_gpu_matmul_ctx *ctx, int in_graphs) {
+    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
+    const int ok = ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
+                   (st == mmStreamCaptureStatusNone || in_graphs);
+    (void)mmGetLastError();
+    return ok;
+}
+/* *cfg: a launch of grid x block (smem bytes of dynamic shared memory) on the context's stream as
+ * a programmatic dependent launch; at holds its one attribute and must outlive the launch call. */
+static void mm_pdl_config(rf_gpu_matmul_ctx *ctx, dim3 grid, dim3 block, size_t smem, cudaLaunchConfig_t *cfg,
+                          cudaLaunchAttribute *at) {
+    *cfg = cudaLaunchConfig_t();
+    *at = cudaLaunchAttribute();
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    cfg->gridDim = grid;
+    cfg->blockDim = block;
+    cfg->dynamicSmemBytes = smem;
+    cfg->stream = ctx->stream;
+    cfg->attrs = at;
+    cfg->numAttrs = 1;
+}
+#endif
+
 /* ---- k_mvp dispatch (n = 1) ------------------------------------------------------------------ */
 
 /* Resident blocks per SM of kernel fn with smem bytes of dynamic shared memory (cached); -1 when the
@@ -2664,25 +2692,16 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     const int64_t warps = (rows + rpw - 1) / rpw;
     const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(MVP_THREADS);
 #ifndef MM_HIP
-    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
-    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
-        (st == mmStreamCaptureStatusNone || ctx->pdl_graph)) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1] = {};
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = ctx->stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+    if (mm_pdl_now(ctx, ctx->pdl_graph)) {
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at;
+        mm_pdl_config(ctx, grid, block, smem, &cfg, &at);
         return mm_check(
             cudaLaunchKernelEx(&cfg, fn, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd),
             "matvec launch (programmatic)");
     }
-    (void)mmGetLastError();
 #endif
+    (void)mmGetLastError();
     fn<<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
     return mm_check(mmGetLastError(), "matvec launch");
 }
@@ -2831,26 +2850,18 @@ static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     const int wpb = MV_THREADS / ctx->warp_size;
     const dim3 grid((unsigned)((rows + wpb - 1) / wpb)), block(MV_THREADS);
 #ifndef MM_HIP
-    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
-    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess && st == mmStreamCaptureStatusNone) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1] = {};
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = ctx->stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+    if (mm_pdl_now(ctx, 0)) {
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at;
+        mm_pdl_config(ctx, grid, block, 0, &cfg, &at);
         if (cudaLaunchKernelEx(&cfg, k_mvq<V, NC, UN>, jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum) ==
             cudaSuccess)
             return 0;
         (void)mmGetLastError();
         ctx->pdl = 0; /* not supported here: plain launches from now on */
     }
-    (void)mmGetLastError();
 #endif
+    (void)mmGetLastError();
     k_mvq<V, NC, UN><<<grid, block, 0, ctx->stream>>>(jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum);
     return mm_check(mmGetLastError(), "int8 matvec launch");
 }
@@ -3037,18 +3048,10 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     int8_t *xq = (int8_t *)ctx->qbuf;
     float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
 #ifndef MM_HIP
-    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
-    if (ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
-        (st == mmStreamCaptureStatusNone || ctx->pdl_graph)) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1] = {};
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(QX_THREADS);
-        cfg.stream = ctx->stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+    if (mm_pdl_now(ctx, ctx->pdl_graph)) {
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at;
+        mm_pdl_config(ctx, dim3(grid), dim3(QX_THREADS), 0, &cfg, &at);
         if (mm_check(cudaLaunchKernelEx(&cfg, k_swiglu_q, gate, up, n_in, out, xq, xd), "swiglu launch (programmatic)"))
             return -1;
     } else
