@@ -10,7 +10,9 @@
  *    check them against the CPU oracle on a machine without a GPU (rf_gpu_mm_host_decode).
  *  - k_mvp (decode, n = 1): the int8-activation (or f32-x for F16/BF16) matvec in one launch:
  *    persistent grid, each block stages x itself (one pass, the RMSNorm's scale applied to the
- *    outputs) or copies the int8 x that k_swiglu_q left for it, warps pipeline over their rows.
+ *    outputs) or copies the int8 x its producer left (k_swiglu_q, the decode attention), warps
+ *    pipeline over their rows. k_mvt (sm_90+, the formats MvtTune turns on): k_mvp with the
+ *    weights streamed into shared memory by bulk copies instead of loaded into registers.
  *    k_qx + k_mvq (n = 2) and k_mv (f32 x, n <= 2) are the two-kernel / f32 variants of the same
  *    product.
  *  - k_matvec: one warp per output row, lanes stride over the row's chunks, f32 accumulation,
@@ -2384,7 +2386,7 @@ struct rf_gpu_matmul_ctx {
     int pdl;     /* k_mvq / k_mvp as programmatic dependent launches (CUDA; RF_MM_PDL=0: off) */
     int mvp;     /* k_mvp for n = 1 (RF_MM_MVP=0: the k_qx + k_mvq / k_mv kernels instead) */
     int pdl_graph; /* k_mvp as a programmatic dependent launch inside graph capture too (RF_MM_PDL_GRAPH=0: off) */
-    int xq_on;       /* rf_gpu_mm_swiglu quantizes its output for the next matvec (RF_MM_XQ=0: off) */
+    int xq_on;       /* producers may leave x quantized for the next matvec (RF_MM_XQ=0: off) */
     const float *xq_x; /* the x whose int8 copy is in qbuf column 0 (one-shot: cleared by every matmul call) */
     int64_t xq_n;
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
@@ -2685,7 +2687,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     }
 #endif
     const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, smem) * wpb;
-    /* x quantized by its producer (rf_gpu_mm_swiglu) into qbuf column 0 */
+    /* x quantized by its producer (rf_gpu_mm_swiglu or an rf_gpu_mm_xq_buffers user) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
     const int64_t rpw = (rows + max_warps - 1) / max_warps;
@@ -3084,7 +3086,7 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
 
 extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in,
                                 const float *x, int n, const float *norm_w, float eps, int accumulate, float *scratch) {
-    /* x quantized by rf_gpu_mm_swiglu for exactly this call (the copy is good for one call) */
+    /* x quantized by its producer for exactly this call (the copy is good for one call) */
     const int xq_use = ctx && ctx->xq_x == x && ctx->xq_n == n_in && n == 1 && !norm_w;
     if (ctx) ctx->xq_x = NULL;
     if (!ctx || n_outs < 0 || (n_outs > 0 && !outs) || n < 0 || n_in < 0 || (norm_w && n > 0 && !scratch)) {
