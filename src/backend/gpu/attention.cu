@@ -93,6 +93,9 @@ static int invalid_value(void) {
  * head to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
+#ifndef DEC_U_SMALL
+#define DEC_U_SMALL 8
+#endif
 #define DEC_MAX_WARPS (DEC_THREADS / 32) /* the smallest warp size any target has is 32 */
 
 static size_t dec_smem(int hd, int gb) { return sizeof(float) * (size_t)DEC_MAX_WARPS * gb * (hd + 2); }
@@ -130,7 +133,7 @@ static __device__ __forceinline__ void dec_quantize32(float o, int64_t e, int8_t
 template <typename T, int GB, bool VEC, int LP>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
-    constexpr int U = GB >= 8 ? 2 : 4;
+    constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : DEC_U_SMALL;
     extern __shared__ float dsm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
     const int chunk = blockIdx.x % n_chunks, tg_ = blockIdx.x / n_chunks;
@@ -283,6 +286,9 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         }
     }
     __syncthreads();
+    /* fused with one split: this block is its group's only one, so it writes the output itself
+     * (o = v / L, what the combine below computes from the one partial, bit for bit) */
+    const bool direct = counters && n_split == 1;
     for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
         const int j = i / hd, d = i % hd;
         float M = -INFINITY;
@@ -294,6 +300,13 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             L += ww[1] * c;
             v += ww[2 + d] * c;
         }
+        if (direct) {
+            const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
+            const float o = v / L;
+            a.out[e] = o;
+            if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+            continue;
+        }
         float *dst = part + (((int64_t)t * a.n_head + h0 + j) * n_split + s) * (hd + 2);
         dst[2 + d] = L != 0.0f ? v : 0.0f;
         if (d == 0) {
@@ -301,7 +314,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             dst[1] = L;
         }
     }
-    if (!counters) return;
+    if (!counters || direct) return;
     /* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish merges
      * the partials (as attn_combine_kernel). Each block publishes its partial (fence) before
      * counting itself; the last one resets the counter for the next launch (graph replays). */

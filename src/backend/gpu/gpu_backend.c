@@ -476,6 +476,7 @@ rf_backend *rf_gpu_backend_create(int dev) {
     g->cc_major = prop.major;
     g->cc_minor = prop.minor;
     g->n_sm = prop.multiProcessorCount;
+    g->attn_split = getenv("RF_GPU_ATTN_SPLIT") ? atoi(getenv("RF_GPU_ATTN_SPLIT")) : 0; /* A/B of split counts */
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     if ((e = gpuStreamCreateWithFlags(&g->stream, gpuStreamNonBlocking)) != gpuSuccess) {
         rf_set_error("creating a stream on %s: %s", g->name, gpuGetErrorString(e));
