@@ -294,7 +294,7 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
         void *zero = calloc(1, sb), *scr = dput(zero, sb);
         rf_gpu_attn_args a = {1,         n_head,   dims->n_kv_head, hd,  dims->scale, ds->block_size, ds->max_blocks,
                               ds->pos,   ds->seq_row, ds->block_table, dq, dkc,      dvc,             kvt,
-                              dout,      dxq,      dxd};
+                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL};
         for (size_t i = 0; i < nq; i++) got[i] = -77.0f;
         be->ops->upload(be, dout, got, sizeof(float) * nq);
         int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, ns, (float *)scr);
@@ -461,6 +461,123 @@ static void test_attention(void) {
     attention_case("decode NaN in V", 8, 2, 64, 16, len14, tail14, 1, 1);
 }
 
+#if HAVE_GPU_BUILD
+/* rope_attention (rope, the K/V store and attention as one op; the GPU fuses them into the decode
+ * kernel where rf_gpu_attn_decode_rope_ok allows, else runs them as two launches): one token at
+ * position len - 1 whose cache slot holds NaN until the op stores it. Checked against the CPU's
+ * cpu_rope + cpu_store_kv + cpu_attention (out: 1e-3 absolute + 1e-3 relative, as rotated q and
+ * k differ from the CPU's by an ulp of theta, see rope; the cache: the rope tolerances, every
+ * other slot unchanged), and against the GPU's own two-op path (rope_store_kv, attention) on the
+ * same inputs: the cache bit for bit, out 1e-5 (only the last position's place in the sum
+ * differs). Split counts: automatic, 1, 3 and 200 (more than the fused combine takes). */
+static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int nan_k,
+                                uint32_t kvt) {
+    int lens[] = {len}, tails[] = {1};
+    test_paged_kv c;
+    test_paged_kv_make(&c, n_kv, hd, 16, lens, tails, 1);
+    const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots, es = kvt == RF_TYPE_F16 ? 2 : 4;
+    const int32_t slot = (int32_t)test_paged_kv_slot(&c, 0, len - 1);
+    for (size_t i = 0; i < kvd; i++) c.kc[slot * kvd + i] = c.vc[slot * kvd + i] = NAN; /* not stored yet */
+    float *q = malloc(4 * qd), *k = malloc(4 * kvd), *v = malloc(4 * kvd), ff[128];
+    fill(q, qd, -2, 2);
+    fill(k, kvd, -1, 1);
+    fill(v, kvd, -1, 1);
+    fill(ff, 128, 1.0f, 8.0f);
+    if (nan_k) k[test_randint(0, (int)kvd - 1)] = NAN;
+    void *kcs = test_kv_pack(c.kc, kvt, n_slots * kvd), *vcs = test_kv_pack(c.vc, kvt, n_slots * kvd);
+    float *dff = dput(ff, sizeof ff);
+    rf_rope rope = {mode, n_rot, 10000.0f, 1.0f, use_ff ? dff : NULL}, hrope = rope;
+    hrope.freq_factors = use_ff ? ff : NULL;
+    rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
+    /* the CPU: rope, store, attention */
+    float *ref = malloc(4 * qd), *hq = malloc(4 * qd), *hk = malloc(4 * kvd);
+    memcpy(hq, q, 4 * qd);
+    memcpy(hk, k, 4 * kvd);
+    void *rkc = malloc(es * n_slots * kvd), *rvc = malloc(es * n_slots * kvd);
+    memcpy(rkc, kcs, es * n_slots * kvd);
+    memcpy(rvc, vcs, es * n_slots * kvd);
+    cpu_rope(hq, 1, n_head, hd, c.pos, &hrope);
+    cpu_rope(hk, 1, n_kv, hd, c.pos, &hrope);
+    cpu_store_kv(hk, v, 1, (int)kvd, &slot, rkc, rvc, kvt);
+    rf_step hs = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL};
+    cpu_attention(&hs, &dims, hq, rkc, rvc, ref, 0, n_head);
+    float *rkf = malloc(4 * n_slots * kvd), *rvf = malloc(4 * n_slots * kvd);
+    kv_widen(rkc, kvt, n_slots * kvd, rkf);
+    kv_widen(rvc, kvt, n_slots * kvd, rvf);
+
+    int32_t *dpos = dput(c.pos, 4), *dseq = dput(c.seq_row, 4), *dslot = dput(&slot, 4);
+    int32_t *dbt = dput(c.bt, sizeof(int32_t) * (size_t)c.max_blocks);
+    rf_step ds = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL};
+    float *dout = be->ops->alloc(be, 4 * qd);
+    float *got = malloc(4 * qd), *two = malloc(4 * qd), *poison = malloc(4 * qd), *gkf = malloc(4 * n_slots * kvd), *gvf = malloc(4 * n_slots * kvd);
+    void *gk1 = malloc(es * n_slots * kvd), *gv1 = malloc(es * n_slots * kvd);
+    void *gk2 = malloc(es * n_slots * kvd), *gv2 = malloc(es * n_slots * kvd);
+    static const int splits[] = {0, 1, 3, 200};
+    for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
+        rf_gpu_backend_set_attention(be, 1, splits[si]);
+        char what[200];
+        snprintf(what, sizeof what, "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d%s",
+                 mode == RF_ROPE_NEOX ? "neox" : "normal", n_rot, use_ff ? " (factors)" : "", n_head, n_kv, hd, len,
+                 kvt == RF_TYPE_F16 ? "f16" : "f32", splits[si], nan_k ? ", NaN in k" : "");
+        /* path 1: the op; path 2: the two ops on fresh copies of the same inputs */
+        for (int path = 1; path <= 2; path++) {
+            float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
+            void *dkc = dput(kcs, es * n_slots * kvd), *dvc = dput(vcs, es * n_slots * kvd);
+            for (size_t i = 0; i < qd; i++) poison[i] = -77.0f; /* every output is written */
+            be->ops->upload(be, dout, poison, 4 * qd);
+            if (path == 1) {
+                be->ops->rope_attention(be, &ds, &rope, &dims, dq, dk, dv, dkc, dvc, dout);
+            } else {
+                be->ops->rope_store_kv(be, &ds, &rope, &dims, dq, dk, dv, dkc, dvc);
+                be->ops->attention(be, &ds, &dims, dq, dkc, dvc, dout);
+            }
+            int rc = dget(path == 1 ? got : two, dout, 4 * qd) | dget(path == 1 ? gk1 : gk2, dkc, es * n_slots * kvd) |
+                     dget(path == 1 ? gv1 : gv2, dvc, es * n_slots * kvd);
+            CHECK(rc == 0, "%s (path %d): %s", what, path, rf_error());
+            dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc);
+        }
+        CHECK_CLOSE(what, got, ref, qd, 1e-3, 1e-3);
+        kv_widen(gk1, kvt, n_slots * kvd, gkf);
+        kv_widen(gv1, kvt, n_slots * kvd, gvf);
+        CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd, kvt == RF_TYPE_F16 ? 3e-3 : 2e-3, 0);
+        CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
+        CHECK(!memcmp(gk1, gk2, es * n_slots * kvd) && !memcmp(gv1, gv2, es * n_slots * kvd),
+              "%s: the cache differs from the two-op path's", what);
+        char what2[240];
+        snprintf(what2, sizeof what2, "%s vs the two-op path", what);
+        CHECK_CLOSE(what2, got, two, qd, 1e-5, 1e-5);
+    }
+    rf_gpu_backend_set_attention(be, 0, 0);
+    dfree(dpos); dfree(dseq); dfree(dslot); dfree(dbt); dfree(dout); dfree(dff);
+    test_paged_kv_free(&c);
+    free(q); free(k); free(v); free(kcs); free(vcs); free(ref); free(hq); free(hk); free(rkc); free(rvc);
+    free(rkf); free(rvf); free(got); free(two); free(poison); free(gkf); free(gvf); free(gk1); free(gv1); free(gk2); free(gv2);
+}
+
+static void test_rope_attention(void) {
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16};
+    /* {n_head, n_kv, hd, mode, n_rot, factors}: Llama 7B and 1B shapes; a group of 7 at hd 64
+     * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
+     * ending inside a lane's eight dims); not fusable, so two launches: groups of 16, NEOX n_rot
+     * 24 (not a multiple of 16), hd 36 (not a multiple of 8) */
+    static const int cfg[][6] = {{32, 32, 128, RF_ROPE_NORMAL, 128, 0}, {32, 8, 64, RF_ROPE_NORMAL, 64, 1},
+                                 {14, 2, 64, RF_ROPE_NEOX, 64, 0},      {8, 1, 128, RF_ROPE_NEOX, 64, 1},
+                                 {4, 2, 80, RF_ROPE_NORMAL, 40, 0},     {32, 2, 32, RF_ROPE_NEOX, 32, 0},
+                                 {4, 4, 64, RF_ROPE_NEOX, 24, 0},       {6, 3, 36, RF_ROPE_NORMAL, 36, 0}};
+    static const int lens[] = {1, 2, 33, 200, 700};
+    for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++)
+        for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {
+            const int len = lens[test_randint(0, (int)RF_ARRAY_LEN(lens) - 1)];
+            rope_attention_case(cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], cfg[ci][4], cfg[ci][5], len, 0,
+                                kv_types[ki]);
+        }
+    /* every length on the 1B shape, and a NaN in the new k (its group's outputs turn NaN) */
+    for (size_t li = 0; li < RF_ARRAY_LEN(lens); li++)
+        rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
+}
+#endif
+
 /* ---- micro-benchmark (group "bench", not in the default run) --------------------------------
  * Each kernel at decode / prefill shapes of a Llama-2-7B (32 heads, hd 128) and a 1B (32/8
  * heads, hd 64) model: `reps` launches captured into a graph, the graph replayed 7 times, the
@@ -539,6 +656,11 @@ static void b_copy(void *p) {
     gpuMemcpyAsync(copy_dst, copy_src, copy_bytes, gpuMemcpyDeviceToDevice, (gpuStream_t)rf_gpu_backend_stream(be));
 }
 
+/* Slot of position p under bench_attn_shape's block table (block i holds block (i * 37) % max_blocks). */
+static int32_t dbt_host_slot(int p, int bsz, int max_blocks) {
+    return (int32_t)(((p / bsz) * 37 % max_blocks) * bsz + p % bsz);
+}
+
 static int bench_n_sm(void) {
     int n = 0;
 #if RF_GPU_HIP
@@ -584,7 +706,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
         rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                              kvt, out, NULL, NULL};
+                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL};
         c.a = a;
         c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
         c.scratch = scr;
@@ -592,6 +714,25 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         const double mb = 2.0 * ctxs[ci] * kvd * es / 1e6;
         printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, tn,
                ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
+        /* rope fused into it (kernels.h): NORMAL rotation of every dim, the new row at pos[0] */
+        {
+            float *knh = malloc(4 * kvd);
+            fill(knh, kvd, -1, 1);
+            float *kn = dput(knh, 4 * kvd), *vn = dput(knh, 4 * kvd);
+            const int32_t sl = dbt_host_slot(ctxs[ci] - 1, bsz, max_blocks);
+            int32_t *dsl = dput(&sl, 4);
+            rf_rope rope = {RF_ROPE_NORMAL, hd, 10000.0f, 1.0f, NULL};
+            c.a.rope = rope;
+            c.a.k_new = kn;
+            c.a.v_new = vn;
+            c.a.slot = dsl;
+            us = bench_graph(b_decode, &c, 50);
+            printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  with rope fused\n", name, tn,
+                   ctxs[ci], c.n_split, us);
+            c.a.k_new = c.a.v_new = NULL;
+            c.a.slot = NULL;
+            dfree(kn), dfree(vn), dfree(dsl), free(knh);
+        }
         /* the split count's effect at long contexts: half and twice the automatic count */
         const int auto_split = c.n_split;
         for (int v = 0; v < 2 && ctxs[ci] >= 8192; v++) {
@@ -606,7 +747,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
     rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                          kvt, out, NULL, NULL};
+                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {
@@ -1194,6 +1335,9 @@ int main(int argc, char **argv) {
     if (WANT("rmsnorm")) test_rmsnorm();
     if (WANT("rope")) test_rope();
     if (WANT("attention")) test_attention();
+#if HAVE_GPU_BUILD
+    if (WANT("attention")) test_rope_attention();
+#endif
     if (WANT("elementwise")) test_elementwise();
     if (WANT("sampler")) test_sampler();
     if (WANT("graph")) test_graph();

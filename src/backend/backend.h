@@ -166,6 +166,10 @@ typedef struct rf_backend_ops {
      * K and V read from caches of dims->kv_type (widened to f32). */
     void (*attention)(rf_backend *be, const rf_step *step, const rf_attn_dims *dims, const float *q,
                       const void *k_cache, const void *v_cache, float *out);
+    /* rope_store_kv, then attention, as one op (a backend may fuse them): the results are the
+     * caches and out; q and k may be left rotated or not. */
+    void (*rope_attention)(rf_backend *be, const rf_step *step, const rf_rope *rope, const rf_attn_dims *dims,
+                           float *q, float *k, const float *v, void *k_cache, void *v_cache, float *out);
     /* out[i] = silu(gate[i]) * up[i] for i < n. */
     void (*swiglu)(rf_backend *be, const float *gate, const float *up, int64_t n, float *out);
     /* out[r][:] = x[rows[r]][:] for r < n_rows (rows in backend memory). */

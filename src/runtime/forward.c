@@ -12,7 +12,8 @@
  *   logits = rmsnorm(x[out_rows]) * output_norm Woutput
  *
  * Each RMSNorm is folded into the matmul that consumes it and each residual add into the matmul
- * that produces it (the matmul op's norm and accumulate arguments), so a layer is seven ops.
+ * that produces it (the matmul op's norm and accumulate arguments), and rope with the K/V store
+ * goes with the attention (one op a backend may fuse), so a layer is six ops.
  * Nothing here waits for the device: the whole step is enqueued and can be captured as a graph.
  */
 #include <math.h>
@@ -44,8 +45,7 @@ void rf_forward(rf_context *c) {
             op->rmsnorm(be, c->q, NULL, &L->q_norm, n * hp->n_head, hp->head_dim, eps, c->q);
             op->rmsnorm(be, c->k, NULL, &L->k_norm, n * hp->n_kv_head, hp->head_dim, eps, c->k);
         }
-        op->rope_store_kv(be, st, &rope, &dims, c->q, c->k, c->v, k_cache, v_cache);
-        op->attention(be, st, &dims, c->q, k_cache, v_cache, c->attn);
+        op->rope_attention(be, st, &rope, &dims, c->q, c->k, c->v, k_cache, v_cache, c->attn);
         rf_mm_out attn_out = {&L->wo, NULL, c->x};
         op->matmul(be, 1, &attn_out, c->attn, n, NULL, 0.0f, true, NULL);
 

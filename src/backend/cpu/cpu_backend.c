@@ -168,6 +168,12 @@ static void op_attention(rf_backend *be, const rf_step *step, const rf_attn_dims
     rf_threadpool_run(impl_of(be)->tp, attn_worker, &j);
 }
 
+static void op_rope_attention(rf_backend *be, const rf_step *step, const rf_rope *rope, const rf_attn_dims *d,
+                              float *q, float *k, const float *v, void *k_cache, void *v_cache, float *out) {
+    op_rope_store_kv(be, step, rope, d, q, k, v, k_cache, v_cache);
+    op_attention(be, step, d, q, k_cache, v_cache, out);
+}
+
 typedef struct {
     const float *gate, *up;
     float *out;
@@ -233,6 +239,7 @@ static const rf_backend_ops cpu_ops = {
     .matmul = op_matmul,
     .rope_store_kv = op_rope_store_kv,
     .attention = op_attention,
+    .rope_attention = op_rope_attention,
     .swiglu = op_swiglu,
     .get_rows = op_get_rows,
     .copy_block = op_copy_block,

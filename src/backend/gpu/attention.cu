@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
+#include "rope_device.cuh"
 
 static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_size, int p) {
     return (int64_t)bt[p / block_size] * block_size + p % block_size;
@@ -57,6 +58,57 @@ static __device__ __forceinline__ void kv_cvt8(const kv_raw8<__half> &r, float *
 #else
 #define ATT_SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #endif
+/* Eight f32 values in the cache's form (f16: rounded to nearest even, as rope.cu stores them). */
+static __device__ __forceinline__ void kv_pack8(kv_raw8<float> &r, const float *x) {
+    r.a = make_float4(x[0], x[1], x[2], x[3]);
+    r.b = make_float4(x[4], x[5], x[6], x[7]);
+}
+static __device__ __forceinline__ void kv_pack8(kv_raw8<__half> &r, const float *x) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __half2 h = __floats2half2_rn(x[2 * i], x[2 * i + 1]);
+        w[i] = *reinterpret_cast<const uint32_t *>(&h);
+    }
+    r.u = make_uint4(w[0], w[1], w[2], w[3]);
+}
+static __device__ __forceinline__ void kv_store8(float *p, const kv_raw8<float> &r) {
+    ((float4 *)p)[0] = r.a;
+    ((float4 *)p)[1] = r.b;
+}
+static __device__ __forceinline__ void kv_store8(__half *p, const kv_raw8<__half> &r) { *(uint4 *)p = r.u; }
+
+/* Rotates the eight elements x = dims d0 .. d0 + 7 of a head held by this lane (rope_device.cuh;
+ * cs / sn: the (cos, sin) of every pair at this position). NORMAL pairs (2i, 2i + 1) lie within a
+ * lane; NEOX pairs (i, i + n_rot / 2) lie n_rot / 16 lanes apart (needs n_rot % 16 == 0, so a
+ * lane's eight dims sit in one half), fetched by shuffle: every lane of the warp must call this. */
+static __device__ __forceinline__ void dec_rope8(float *x, int d0, int lane, int mode, int n_rot, const float *cs,
+                                                 const float *sn) {
+    const int half = n_rot / 2;
+    if (mode == RF_ROPE_NEOX) {
+        const bool lo = d0 < half, rot = d0 < n_rot;
+        const int src = !rot ? lane : lo ? lane + half / 8 : lane - half / 8;
+        float xp[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) xp[e] = ATT_SHFL_IDX(x[e], src);
+        if (rot)
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int i = (lo ? d0 : d0 - half) + e;
+                x[e] = lo ? rope_lo(x[e], xp[e], cs[i], sn[i]) : rope_hi(xp[e], x[e], cs[i], sn[i]);
+            }
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            const int d = d0 + e;
+            if (d < n_rot) {
+                const float x0 = x[e], x1 = x[e + 1];
+                x[e] = rope_lo(x0, x1, cs[d / 2], sn[d / 2]);
+                x[e + 1] = rope_hi(x0, x1, cs[d / 2], sn[d / 2]);
+            }
+        }
+    }
+}
 
 static int bad_kv_type(uint32_t t) { return t != RF_TYPE_F32 && t != RF_TYPE_F16; }
 static int invalid_value(void) {
@@ -68,7 +120,7 @@ static int invalid_value(void) {
 }
 
 /* ---- decode: split-K (flash-decoding) over GQA groups ---------------------------------------
- * attn_dec_kernel<T, GB, VEC>: grid (n_tokens * n_kv_head * n_chunks, n_split), DEC_THREADS
+ * attn_dec_kernel<T, GB, VEC, LP, RK>: grid (n_tokens * n_kv_head * n_chunks, n_split), DEC_THREADS
  * threads (a multiple of every warp size). Block (t, g, c, s) takes the query heads h0 = g * G +
  * c * GB .. h0 + nh - 1 (G = n_head / n_kv_head, n_chunks = ceil(G / GB), nh = min(GB, G - c *
  * GB)) of token t: every K/V row it loads serves all nh heads, so a GQA group's K/V is read once,
@@ -91,6 +143,11 @@ static int invalid_value(void) {
  * own state; at the end the sub-groups of a warp merge by xor-shuffles (offsets LP .. warpSize /
  * 2), the warps through shared memory, and the block writes its partial (m, l, acc[head_dim]) per
  * head to scratch; a split with no positions writes m = -inf, l = 0, acc = 0.
+ * RK (rope fused, a.k_new != NULL, one token, VEC; kernels.h): the (cos, sin) table of pos[t] is
+ * computed into shared memory before the grid dependency wait, q is rotated as it is loaded, and
+ * the split holding position pos[t] reads only the positions before it from the cache: before its
+ * loop, its last warp (the fewest positions) rotates k_new, stores the rounded K and V rows at slot[t] and adds that
+ * position to sub-group 0's softmax state from registers, so no block waits for that store.
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
 #ifndef DEC_U_SMALL
@@ -130,7 +187,7 @@ static __device__ __forceinline__ void dec_quantize32(float o, int64_t e, int8_t
     if ((e & 31) == 0) xd[e / 32] = make_float2(dq, dq * (float)sq);
 }
 
-template <typename T, int GB, bool VEC, int LP>
+template <typename T, int GB, bool VEC, int LP, bool RK>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
     constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : DEC_U_SMALL;
@@ -145,14 +202,38 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
     const int n_pos = a.pos[t] + 1;
     const int per = (n_pos + n_split - 1) / n_split;
-    const int pb = s * per, pe = min(n_pos, pb + per);
+    const int pb = s * per, pe_all = min(n_pos, pb + per);
+    /* rope fused (a.k_new): the split holding the last position takes that position from k_new /
+     * v_new, not from the cache its loop reads (it stores that row there itself) */
+    constexpr bool fr = RK && VEC; /* an instance of its own: the plain kernel stays as it was */
+    const bool own = fr && pb < pe_all && pe_all == n_pos;
+    const int pe = own ? pe_all - 1 : pe_all;
     const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
     const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
+    __shared__ float rope_cs[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1], rope_sn[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1];
     if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
-    /* the first slots (block table: written before the step) are looked up before waiting for the
-     * previous kernel (it writes q and the new K/V row) */
+    /* the first slots (block table: written before the step) and the rotation table (position:
+     * the same) are computed before waiting for the previous kernel (it writes q and the new K/V) */
     int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
+#ifdef DEC_ROPE_AFTER
     rf_grid_dep_wait();
+#endif
+    if (fr)
+        for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x) {
+#ifdef DEC_ROPE_F32
+            const float freq = powf(a.rope.base, -2.0f * (float)i / (float)a.rope.n_rot);
+            float theta = (float)a.pos[t] * a.rope.freq_scale * freq;
+            if (a.rope.freq_factors) theta = theta / a.rope.freq_factors[i];
+            sincosf(theta, &rope_sn[i], &rope_cs[i]);
+#else
+            rope_cos_sin((float)a.pos[t], i, a.rope.n_rot, a.rope.base, a.rope.freq_scale, a.rope.freq_factors,
+                         &rope_cs[i], &rope_sn[i]);
+#endif
+        }
+#ifndef DEC_ROPE_AFTER
+    rf_grid_dep_wait();
+#endif
+    if (fr) __syncthreads();
 
     float qr[GB][8];
 #pragma unroll
@@ -160,6 +241,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         const float *qh = a.q + ((int64_t)t * a.n_head + h0 + (j < nh ? j : 0)) * hd;
 #pragma unroll
         for (int e = 0; e < 8; e++) qr[j][e] = j < nh && d0 + e < hd ? qh[d0 + e] : 0.0f;
+        if (fr) dec_rope8(qr[j], d0, lane, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
     }
     float m[GB], l[GB], acc[GB][8];
 #pragma unroll
@@ -170,6 +252,47 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
     }
 
+    /* rope fused: the last position first, by the last warp (it has the fewest positions in the loop
+     * below): k_new rotated, both rows rounded to the cache's type and stored at slot[t], then one
+     * online-softmax step of sub-group 0 with them (the other sub-groups only help the shuffles).
+     * Before the loop, so that nothing of it stays live in registers through the loop. */
+    if (own && warp == nw - 1) { /* warp-uniform */
+        float k8[8], v8[8];
+        const float *kn = a.k_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
+        const float *vn = a.v_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            k8[e] = d0 + e < hd ? kn[e] : 0.0f;
+            v8[e] = d0 + e < hd ? vn[e] : 0.0f;
+        }
+        dec_rope8(k8, d0, lane, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        kv_raw8<T> kr, vr;
+        kv_pack8(kr, k8);
+        kv_pack8(vr, v8);
+        kv_cvt8(kr, k8);
+        kv_cvt8(vr, v8);
+        if (sg == 0 && d0 < hd) {
+            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * hd + d0;
+            kv_store8((T *)a.k_cache + row, kr);
+            kv_store8((T *)a.v_cache + row, vr);
+        }
+#pragma unroll
+        for (int j = 0; j < GB; j++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) d += qr[j][e] * k8[e];
+#pragma unroll
+            for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
+            if (sg == 0) {
+                const float sc = d * a.scale, mx = fmaxf(m[j], sc);
+                const float corr = expf(m[j] - mx), w = expf(sc - mx);
+                l[j] = l[j] * corr + w;
+                m[j] = mx;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[j][e] = acc[j][e] * corr + w * v8[e];
+            }
+        }
+    }
     /* the next chunk's slots are looked up while this chunk's K/V are read (the block-table read
      * is a dependent load: without this it would add one memory latency per chunk) */
     for (int c0 = pb + warp * ws; c0 < pe; c0 += nw * ws) { /* warp-uniform */
@@ -411,20 +534,20 @@ extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_
 /* Rows of head_dim elements take LP lanes of 8 elements: 8, 16 or 32 (head_dim <= 256). */
 static int dec_lp(int hd) { return hd <= 64 ? 8 : hd <= 128 ? 16 : 32; }
 
-/* Blocks of attn_dec_kernel<T, GB, true, LP> resident per multiprocessor (registers bound it: GB
- * = 4 takes ~170 registers a thread), from the occupancy calculator, once per instance. */
-template <typename T, int GB, int LP>
+/* Blocks of attn_dec_kernel<T, GB, true, LP, RK> resident per multiprocessor (registers bound it: GB
+ * = 4 takes ~160 registers a thread), from the occupancy calculator, once per instance. */
+template <typename T, int GB, int LP, bool RK>
 static int dec_resident(int hd) {
     static int cached[RF_GPU_ATTN_MAX_HEAD_DIM / 8 + 1];
     const int key = (hd + 7) / 8;
     if (!cached[key]) {
         int n = 0;
 #if RF_GPU_HIP
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP>, DEC_THREADS,
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP, RK>, DEC_THREADS,
                                                          dec_smem(hd, GB)) != hipSuccess)
             n = 0;
 #else
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP>, DEC_THREADS,
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, GB, true, LP, RK>, DEC_THREADS,
                                                           dec_smem(hd, GB)) != cudaSuccess)
             n = 0;
 #endif
@@ -434,23 +557,28 @@ static int dec_resident(int hd) {
     return cached[key];
 }
 
-template <typename T, int GB>
+template <typename T, int GB, bool RK>
 static int dec_resident_lp(int hd) {
     switch (dec_lp(hd)) {
-    case 8: return dec_resident<T, GB, 8>(hd);
-    case 16: return dec_resident<T, GB, 16>(hd);
-    default: return dec_resident<T, GB, 32>(hd);
+    case 8: return dec_resident<T, GB, 8, RK>(hd);
+    case 16: return dec_resident<T, GB, 16, RK>(hd);
+    default: return dec_resident<T, GB, 32, RK>(hd);
     }
 }
 
-template <typename T>
-static int dec_resident_t(int gb, int hd) {
+template <typename T, bool RK>
+static int dec_resident_gb(int gb, int hd) {
     switch (gb) {
-    case 1: return dec_resident_lp<T, 1>(hd);
-    case 2: return dec_resident_lp<T, 2>(hd);
-    case 4: return dec_resident_lp<T, 4>(hd);
-    default: return dec_resident_lp<T, 8>(hd);
+    case 1: return dec_resident_lp<T, 1, RK>(hd);
+    case 2: return dec_resident_lp<T, 2, RK>(hd);
+    case 4: return dec_resident_lp<T, 4, RK>(hd);
+    default: return dec_resident_lp<T, 8, RK>(hd);
     }
+}
+
+static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
+    if (kv_type == RF_TYPE_F16) return rk ? dec_resident_gb<__half, true>(gb, hd) : dec_resident_gb<__half, false>(gb, hd);
+    return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
 
 extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
@@ -460,8 +588,7 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
         return 1;
     const int G = n_head / n_kv_head, gb = dec_gb(G);
     const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
-    const int resident = kv_type == RF_TYPE_F16 ? dec_resident_t<__half>(gb, head_dim)
-                                                : dec_resident_t<float>(gb, head_dim);
+    const int resident = dec_resident_t(kv_type, gb, head_dim, false);
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
      * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
@@ -478,10 +605,15 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
     const int G = a->n_head / a->n_kv_head, n_chunks = (G + GB - 1) / GB;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head * n_chunks), (unsigned)n_split);
     const size_t smem = dec_smem(a->head_dim, GB);
-    void (*fn)(rf_gpu_attn_args, int, float *, int *) = !vec                       ? attn_dec_kernel<T, GB, false, 32>
-                                                        : dec_lp(a->head_dim) == 8  ? attn_dec_kernel<T, GB, true, 8>
-                                                        : dec_lp(a->head_dim) == 16 ? attn_dec_kernel<T, GB, true, 16>
-                                                                                    : attn_dec_kernel<T, GB, true, 32>;
+    const int lp = dec_lp(a->head_dim);
+    void (*fn)(rf_gpu_attn_args, int, float *, int *) =
+        !vec       ? attn_dec_kernel<T, GB, false, 32, false>
+        : a->k_new ? (lp == 8 ? attn_dec_kernel<T, GB, true, 8, true>
+                      : lp == 16 ? attn_dec_kernel<T, GB, true, 16, true>
+                                 : attn_dec_kernel<T, GB, true, 32, true>)
+        : lp == 8  ? attn_dec_kernel<T, GB, true, 8, false>
+        : lp == 16 ? attn_dec_kernel<T, GB, true, 16, false>
+                   : attn_dec_kernel<T, GB, true, 32, false>;
     gpuError_t err;
     RF_LAUNCH_PDL(err, fn, grid, dim3(DEC_THREADS), smem, st, *a, n_chunks, part, counters);
     return (int)err;
@@ -508,6 +640,23 @@ extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head,
     return g_dec_fused && groups <= DEC_COUNTERS && n_split <= DEC_FUSED_MAX_SPLITS;
 }
 
+extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new,
+                                          const float *v_new, int n_split, int n_sm) {
+    const int hd = a->head_dim;
+    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+        hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || a->n_head / a->n_kv_head > 8 || !k_new || !v_new)
+        return 0;
+    if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
+    const int n_rot = rope->n_rot;
+    if (n_rot <= 0 || n_rot > hd || n_rot % 2 || (rope->mode == RF_ROPE_NEOX && n_rot % 16)) return 0;
+    if (rope->mode != RF_ROPE_NEOX && rope->mode != RF_ROPE_NORMAL) return 0;
+    /* one wave of the fused kernel (it may take more registers than the plain one, and a second
+     * wave for the last blocks costs more than rope's own launch saves) */
+    const int G = a->n_head / a->n_kv_head;
+    return n_sm <= 0 || (int64_t)a->n_kv_head * (n_split < 1 ? 1 : n_split) <=
+                            (int64_t)dec_resident_t(a->kv_type, dec_gb(G), hd, true) * n_sm;
+}
+
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
     if (a->n_tokens <= 0) return 0;
     if (bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
@@ -521,6 +670,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
      * thread's loop over the splits suffice; else a combine kernel */
     const bool fused = rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
     if (a->xq && (!fused || a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
+    if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
     float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
     int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)

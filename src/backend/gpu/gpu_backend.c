@@ -53,6 +53,7 @@ typedef struct {
     size_t sample_scratch_bytes;
     int capturing;
     int attn_mode, attn_split;
+    bool rope_fused; /* rope inside the decode attention kernel (RF_GPU_ROPE_FUSED=0: its own launch) */
     rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
 } gpu_impl;
 
@@ -268,8 +269,10 @@ static void op_rope_store_kv(rf_backend *be, const rf_step *st, const rf_rope *r
                                       d->head_dim, q, k, v, k_cache, v_cache, d->kv_type));
 }
 
-static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const float *q, const void *k_cache,
-                         const void *v_cache, float *out) {
+/* Attention; with rope != NULL, rope_store_kv of (q, k_new, v_new) first: fused into the decode
+ * kernel where it can take it (rf_gpu_attn_decode_rope_ok), else as its own launch. */
+static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const rf_rope *rope, float *q,
+                   float *k_new, const float *v_new, void *k_cache, void *v_cache, float *out) {
     gpu_impl *g = G(be);
     if (d->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || d->n_kv_head <= 0 || d->n_head % d->n_kv_head) {
         record(g, "attention: head_dim %d / heads %d / kv heads %d not supported on the GPU (head_dim <= %d)",
@@ -279,7 +282,8 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
     rf_gpu_attn_args a = {st->n_tokens, d->n_head,      d->n_kv_head,   d->head_dim, d->scale,
                           st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
                           q,              k_cache,        v_cache,        d->kv_type,  out,
-                          NULL,           NULL};
+                          NULL,           NULL,           {0},            NULL,        NULL,
+                          NULL};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
@@ -307,6 +311,14 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
                 n_split /= 2;
         if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
+            if (rope && g->rope_fused && rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {
+                a.rope = *rope;
+                a.k_new = k_new;
+                a.v_new = v_new;
+                a.slot = st->slot;
+            } else if (rope) {
+                op_rope_store_kv(be, st, rope, d, q, k_new, v_new, k_cache, v_cache);
+            }
             /* one token: the output also quantized for the output projection's matvec to copy */
             const int64_t n_out = (int64_t)d->n_head * d->head_dim;
             const int xq = st->n_tokens == 1 && d->head_dim % 32 == 0 &&
@@ -317,7 +329,18 @@ static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *
             return;
         }
     }
+    if (rope) op_rope_store_kv(be, st, rope, d, q, k_new, v_new, k_cache, v_cache);
     check_launch(g, "attention (prefill)", rf_gpu_attention_prefill(g->stream, &a));
+}
+
+static void op_attention(rf_backend *be, const rf_step *st, const rf_attn_dims *d, const float *q, const void *k_cache,
+                         const void *v_cache, float *out) {
+    attend(be, st, d, NULL, (float *)q, NULL, NULL, (void *)k_cache, (void *)v_cache, out);
+}
+
+static void op_rope_attention(rf_backend *be, const rf_step *st, const rf_rope *rope, const rf_attn_dims *d, float *q,
+                              float *k, const float *v, void *k_cache, void *v_cache, float *out) {
+    attend(be, st, d, rope, q, k, v, k_cache, v_cache, out);
 }
 
 static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_t n, float *out) {
@@ -439,6 +462,7 @@ static const rf_backend_ops gpu_ops = {
     .matmul = op_matmul,
     .rope_store_kv = op_rope_store_kv,
     .attention = op_attention,
+    .rope_attention = op_rope_attention,
     .swiglu = op_swiglu,
     .get_rows = op_get_rows,
     .copy_block = op_copy_block,
@@ -477,6 +501,7 @@ rf_backend *rf_gpu_backend_create(int dev) {
     g->cc_minor = prop.minor;
     g->n_sm = prop.multiProcessorCount;
     g->attn_split = getenv("RF_GPU_ATTN_SPLIT") ? atoi(getenv("RF_GPU_ATTN_SPLIT")) : 0; /* A/B of split counts */
+    g->rope_fused = !(getenv("RF_GPU_ROPE_FUSED") && atoi(getenv("RF_GPU_ROPE_FUSED")) == 0);
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     if ((e = gpuStreamCreateWithFlags(&g->stream, gpuStreamNonBlocking)) != gpuSuccess) {
         rf_set_error("creating a stream on %s: %s", g->name, gpuGetErrorString(e));

@@ -56,6 +56,15 @@ typedef struct {
      * float pairs; a block holding inf / NaN gets d = NaN), for the next matvec to copy
      * (matmul_gpu.h, rf_gpu_mm_xq_buffers). */
     void *xq, *xd;
+    /* Optional rope fused into the decode kernel (rf_gpu_attention_decode where
+     * rf_gpu_attn_decode_rope_ok says so; k_new = NULL otherwise): q is read as the projection
+     * wrote it and rotated by `rope` at pos[0] on load (q in memory stays unrotated); k_new, v_new:
+     * the token's k (unrotated) and v rows [n_kv_head * head_dim] f32. The kernel rotates k_new,
+     * stores both rows at slot[0] of the caches exactly as rf_gpu_rope_store_kv would, and attends
+     * to position pos[0] with those stored values. */
+    rf_rope rope;
+    const float *k_new, *v_new;
+    const int32_t *slot;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
@@ -70,6 +79,13 @@ size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_
 int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos,
                               int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
+/* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
+ * 8 == 0 with 16-byte aligned caches and rows, a GQA group in one block (n_head / n_kv_head <= 8),
+ * 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), F32 or F16 cache; and, when n_sm > 0
+ * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
+ * multiprocessors. */
+int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
+                               int n_split, int n_sm);
 /* 1 when rf_gpu_attention_decode with these sizes combines the splits in the same kernel. */
 int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */

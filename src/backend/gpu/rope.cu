@@ -3,6 +3,7 @@
 #include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
+#include "rope_device.cuh"
 
 /* rope_store_kv_kernel: grid (n_tokens, ceil((n_head + n_kv_head) / ROPE_HPB)); block (t, y)
  * takes heads y * ROPE_HPB .. (+ROPE_HPB) of token t, counting q heads first, then k heads.
@@ -44,13 +45,8 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
     float *qt = q + (int64_t)t * n_head * head_dim;
     float *kt = k + (int64_t)t * kv_dim;
     rf_grid_dep_launch(); /* the attention may launch and wait for us */
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float freq = (float)pow((double)base, (double)(-2.0f * (float)i / (float)n_rot));
-        float theta = p * freq_scale * freq;
-        if (freq_factors) theta = theta / freq_factors[i];
-        cs_s[i] = (float)cos((double)theta);
-        sn_s[i] = (float)sin((double)theta);
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x)
+        rope_cos_sin(p, i, n_rot, base, freq_scale, freq_factors, &cs_s[i], &sn_s[i]);
     rf_grid_dep_wait(); /* q, k, v come from the previous kernel (pos, slot and the table do not) */
     __syncthreads();
     const int n_pairs = (h_hi - h_lo) * half;
@@ -62,8 +58,8 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
         const int a = mode == RF_ROPE_NEOX ? i : 2 * i;
         const int b = mode == RF_ROPE_NEOX ? i + half : 2 * i + 1;
         const float x0 = vec[a], x1 = vec[b];
-        const float y0 = RF_SUB(RF_MUL(x0, c), RF_MUL(x1, s));
-        const float y1 = RF_ADD(RF_MUL(x0, s), RF_MUL(x1, c));
+        const float y0 = rope_lo(x0, x1, c, s);
+        const float y1 = rope_hi(x0, x1, c, s);
         vec[a] = y0;
         vec[b] = y1;
         if (is_k && kc) {
