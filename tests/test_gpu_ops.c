@@ -286,7 +286,7 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
     int8_t *hq = malloc(nq);
     float *hdd = malloc(sizeof(float) * 2 * nb), *got = malloc(sizeof(float) * nq);
     void *dxq = be->ops->alloc(be, nq), *dxd = be->ops->alloc(be, sizeof(float) * 2 * nb);
-    static const int splits[] = {1, 3};
+    static const int splits[] = {1, 3, 1, 3}; /* the first two with whole groups, the others one head per block */
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
         const int ns = splits[si];
         if (!rf_gpu_attn_decode_fused(1, n_head, dims->n_kv_head, ns)) continue;
@@ -294,15 +294,15 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
         void *zero = calloc(1, sb), *scr = dput(zero, sb);
         rf_gpu_attn_args a = {1,         n_head,   dims->n_kv_head, hd,  dims->scale, ds->block_size, ds->max_blocks,
                               ds->pos,   ds->seq_row, ds->block_table, dq, dkc,      dvc,             kvt,
-                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL};
+                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL, si < 2 ? 8 : 1};
         for (size_t i = 0; i < nq; i++) got[i] = -77.0f;
         be->ops->upload(be, dout, got, sizeof(float) * nq);
         int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, ns, (float *)scr);
         if (!rc) rc = dget(got, dout, sizeof(float) * nq) || dget(hq, dxq, nq) || dget(hdd, dxd, sizeof(float) * 2 * nb);
         CHECK(rc == 0, "attention %s int8 copy, %d splits: launch or copy failed", label, ns);
         char what[160];
-        snprintf(what, sizeof what, "attention %s (kv %s, %d splits, int8 copy on)", label,
-                 kvt == RF_TYPE_F16 ? "f16" : "f32", ns);
+        snprintf(what, sizeof what, "attention %s (kv %s, %d splits, gb %d, int8 copy on)", label,
+                 kvt == RF_TYPE_F16 ? "f16" : "f32", ns, a.gb);
         CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
         size_t bad = 0, marked = 0;
         for (size_t b = 0; b < nb; b++) {
@@ -367,10 +367,13 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     cpu_attention(&hs, &dims, q, kcs, vcs, ref, 0, (int64_t)n_tok * n_head);
     rf_step ds = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, dpos, NULL, dseq, dbt, NULL};
 #if HAVE_GPU_BUILD
-    /* {mode, splits, tensor cores allowed}: mode 2 runs twice, with and without tensor cores */
-    const int modes[][3] = {{0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {1, 3, 1}, {1, 200, 1}, {2, 0, 1}, {2, 0, 0}};
+    /* {mode, splits, tensor cores allowed, heads per decode block}: mode 2 runs twice, with and
+     * without tensor cores; the decode kernel with the automatic choice of heads per block (one
+     * below 16k positions) and with 2 and 8 (whole groups up to 8, as at long contexts) */
+    const int modes[][4] = {{0, 0, 1, 0}, {1, 0, 1, 0}, {1, 1, 1, 0}, {1, 3, 1, 0}, {1, 200, 1, 0},
+                            {1, 1, 1, 8},  {1, 3, 1, 8}, {1, 0, 1, 2}, {2, 0, 1, 0}, {2, 0, 0, 0}};
     for (size_t mi = 0; mi < RF_ARRAY_LEN(modes); mi++) {
-        rf_gpu_backend_set_attention(be, modes[mi][0], modes[mi][1]);
+        rf_gpu_backend_set_attention(be, modes[mi][0], modes[mi][1], modes[mi][3]);
         const int prefill = modes[mi][0] == 2 || (modes[mi][0] == 0 && n_tok > 8);
         const int tc = prefill && rf_gpu_attention_prefill_tc(modes[mi][2], hd);
         for (size_t i = 0; i < (size_t)n_tok * qd; i++) got[i] = -77.0f; /* poison: every output is written */
@@ -379,10 +382,10 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
         int rc = dget(got, dout, 4 * (size_t)n_tok * qd);
         CHECK(rc == 0, "attention %s: %s", label, rf_error());
         char what[160];
-        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kv %s, kernel %s%s, splits %d)",
+        snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kv %s, kernel %s%s, splits %d, gb %d)",
                  label, n_head, n_kv, hd, n_tok, kvt == RF_TYPE_F16 ? "f16" : "f32",
                  modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto", tc ? " tensor-core" : "",
-                 modes[mi][1]);
+                 modes[mi][1], modes[mi][3]);
         if (tc && !nan_case) {
             double worst = 0;
             for (size_t i = 0; i < (size_t)n_tok * qd; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
@@ -394,7 +397,7 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
             CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4, 1e-4);
     }
     rf_gpu_attention_prefill_tc(1, hd);
-    rf_gpu_backend_set_attention(be, 0, 0);
+    rf_gpu_backend_set_attention(be, 0, 0, 0);
     if (n_tok == 1 && hd % 32 == 0) attention_xq_check(label, &ds, &dims, dq, dkc, dvc, dout, ref, kvt);
 #else
     (void)ds;
@@ -512,13 +515,15 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     float *got = malloc(4 * qd), *two = malloc(4 * qd), *poison = malloc(4 * qd), *gkf = malloc(4 * n_slots * kvd), *gvf = malloc(4 * n_slots * kvd);
     void *gk1 = malloc(es * n_slots * kvd), *gv1 = malloc(es * n_slots * kvd);
     void *gk2 = malloc(es * n_slots * kvd), *gv2 = malloc(es * n_slots * kvd);
-    static const int splits[] = {0, 1, 3, 200};
+    /* splits (0: automatic) and heads per block (0: automatic) */
+    static const int splits[][2] = {{0, 0}, {1, 0}, {3, 0}, {200, 0}, {1, 8}, {3, 2}};
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
-        rf_gpu_backend_set_attention(be, 1, splits[si]);
+        rf_gpu_backend_set_attention(be, 1, splits[si][0], splits[si][1]);
         char what[200];
-        snprintf(what, sizeof what, "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d%s",
+        snprintf(what, sizeof what,
+                 "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d, gb %d%s",
                  mode == RF_ROPE_NEOX ? "neox" : "normal", n_rot, use_ff ? " (factors)" : "", n_head, n_kv, hd, len,
-                 kvt == RF_TYPE_F16 ? "f16" : "f32", splits[si], nan_k ? ", NaN in k" : "");
+                 kvt == RF_TYPE_F16 ? "f16" : "f32", splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "");
         /* path 1: the op; path 2: the two ops on fresh copies of the same inputs */
         for (int path = 1; path <= 2; path++) {
             float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
@@ -547,7 +552,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         snprintf(what2, sizeof what2, "%s vs the two-op path", what);
         CHECK_CLOSE(what2, got, two, qd, 1e-5, 1e-5);
     }
-    rf_gpu_backend_set_attention(be, 0, 0);
+    rf_gpu_backend_set_attention(be, 0, 0, 0);
     dfree(dpos); dfree(dseq); dfree(dslot); dfree(dbt); dfree(dout); dfree(dff);
     test_paged_kv_free(&c);
     free(q); free(k); free(v); free(kcs); free(vcs); free(ref); free(hq); free(hk); free(rkc); free(rvc);
@@ -558,8 +563,9 @@ static void test_rope_attention(void) {
     const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16};
     /* {n_head, n_kv, hd, mode, n_rot, factors}: Llama 7B and 1B shapes; a group of 7 at hd 64
      * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
-     * ending inside a lane's eight dims); not fusable, so two launches: groups of 16, NEOX n_rot
-     * 24 (not a multiple of 16), hd 36 (not a multiple of 8) */
+     * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
+     * not fusable, so two launches: NEOX n_rot 24 (not a multiple of 16), hd 36 (not a multiple
+     * of 8) */
     static const int cfg[][6] = {{32, 32, 128, RF_ROPE_NORMAL, 128, 0}, {32, 8, 64, RF_ROPE_NORMAL, 64, 1},
                                  {14, 2, 64, RF_ROPE_NEOX, 64, 0},      {8, 1, 128, RF_ROPE_NEOX, 64, 1},
                                  {4, 2, 80, RF_ROPE_NORMAL, 40, 0},     {32, 2, 32, RF_ROPE_NEOX, 32, 0},
@@ -706,8 +712,9 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
         rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL};
+                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0};
         c.a = a;
+        c.a.gb = rf_gpu_attn_decode_gb(n_head, n_kv, ctxs[ci]); /* as the backend picks it */
         c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
         c.scratch = scr;
         double us = bench_graph(b_decode, &c, 50);
@@ -747,7 +754,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
     rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL};
+                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {

@@ -146,8 +146,9 @@ static int invalid_value(void) {
  * RK (rope fused, a.k_new != NULL, one token, VEC; kernels.h): the (cos, sin) table of pos[t] is
  * computed into shared memory before the grid dependency wait, q is rotated as it is loaded, and
  * the split holding position pos[t] reads only the positions before it from the cache: before its
- * loop, its last warp (the fewest positions) rotates k_new, stores the rounded K and V rows at slot[t] and adds that
- * position to sub-group 0's softmax state from registers, so no block waits for that store.
+ * loop, its last warp (the fewest positions) rotates k_new, rounds the K and V rows to the cache's
+ * type, stores them at slot[t] (head chunk 0 of the group only) and adds that position to
+ * sub-group 0's softmax state from registers, so no block waits for that store.
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
 #ifndef DEC_U_SMALL
@@ -271,7 +272,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         kv_pack8(vr, v8);
         kv_cvt8(kr, k8);
         kv_cvt8(vr, v8);
-        if (sg == 0 && d0 < hd) {
+        if (sg == 0 && d0 < hd && chunk == 0) { /* every head chunk of the group computes the row */
             const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * hd + d0;
             kv_store8((T *)a.k_cache + row, kr);
             kv_store8((T *)a.v_cache + row, vr);
@@ -524,8 +525,23 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
     }
 }
 
-/* Heads per block: all of a GQA group up to 8 (registers grow with it), larger groups in chunks. */
-static int dec_gb(int G) { return G >= 5 ? 8 : G >= 3 ? 4 : G; }
+/* Heads per block for a group of G: at most `most` (a power of two), all of the group up to 8
+ * (registers grow with it; larger groups in chunks). RF_GPU_ATTN_GB=1/2/4/8 sets `most` (A/B). */
+static int dec_gb(int G, int most) {
+    static int cap = -1;
+    if (cap < 0) cap = getenv("RF_GPU_ATTN_GB") ? atoi(getenv("RF_GPU_ATTN_GB")) : 0;
+    if (cap > 0) most = cap;
+    const int gb = G >= 5 ? 8 : G >= 3 ? 4 : G;
+    return gb <= most ? gb : most >= 4 ? 4 : most >= 2 ? 2 : 1;
+}
+
+extern "C" int rf_gpu_attn_decode_gb(int n_head, int n_kv_head, int n_pos) {
+    if (n_kv_head <= 0 || n_head % n_kv_head) return 1;
+    return dec_gb(n_head / n_kv_head, n_pos < RF_GPU_ATTN_GB1_MAX_POS ? 1 : 8);
+}
+
+/* The heads per block a launch uses (a->gb, or the long-context choice). */
+static int dec_gb_of(const rf_gpu_attn_args *a) { return dec_gb(a->n_head / a->n_kv_head, a->gb > 0 ? a->gb : 8); }
 
 extern "C" size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split) {
     return DEC_COUNTER_BYTES + (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
@@ -586,7 +602,7 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head || head_dim <= 0 ||
         head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || bad_kv_type(kv_type))
         return 1;
-    const int G = n_head / n_kv_head, gb = dec_gb(G);
+    const int G = n_head / n_kv_head, gb = rf_gpu_attn_decode_gb(n_head, n_kv_head, n_pos);
     const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
     const int resident = dec_resident_t(kv_type, gb, head_dim, false);
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
@@ -621,7 +637,7 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
 
 template <typename T>
 static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters, bool vec) {
-    switch (dec_gb(a->n_head / a->n_kv_head)) {
+    switch (dec_gb_of(a)) {
     case 1: return dec_launch<T, 1>(st, a, n_split, part, counters, vec);
     case 2: return dec_launch<T, 2>(st, a, n_split, part, counters, vec);
     case 4: return dec_launch<T, 4>(st, a, n_split, part, counters, vec);
@@ -635,8 +651,7 @@ extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head,
     if (g_dec_fused < 0) g_dec_fused = !(getenv("RF_ATTN_FUSED_COMBINE") && atoi(getenv("RF_ATTN_FUSED_COMBINE")) == 0);
     if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head) return 0;
     if (n_split < 1) n_split = 1;
-    const int G = n_head / n_kv_head, gb = dec_gb(G);
-    const int64_t groups = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
+    const int64_t groups = (int64_t)n_tokens * n_head; /* at most, whatever the heads per block */
     return g_dec_fused && groups <= DEC_COUNTERS && n_split <= DEC_FUSED_MAX_SPLITS;
 }
 
@@ -644,7 +659,7 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
                                           const float *v_new, int n_split, int n_sm) {
     const int hd = a->head_dim;
     if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
-        hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || a->n_head / a->n_kv_head > 8 || !k_new || !v_new)
+        hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
     const int n_rot = rope->n_rot;
@@ -652,9 +667,9 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     if (rope->mode != RF_ROPE_NEOX && rope->mode != RF_ROPE_NORMAL) return 0;
     /* one wave of the fused kernel (it may take more registers than the plain one, and a second
      * wave for the last blocks costs more than rope's own launch saves) */
-    const int G = a->n_head / a->n_kv_head;
-    return n_sm <= 0 || (int64_t)a->n_kv_head * (n_split < 1 ? 1 : n_split) <=
-                            (int64_t)dec_resident_t(a->kv_type, dec_gb(G), hd, true) * n_sm;
+    const int G = a->n_head / a->n_kv_head, gb = dec_gb_of(a);
+    return n_sm <= 0 || (int64_t)a->n_kv_head * ((G + gb - 1) / gb) * (n_split < 1 ? 1 : n_split) <=
+                            (int64_t)dec_resident_t(a->kv_type, gb, hd, true) * n_sm;
 }
 
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {

@@ -52,7 +52,7 @@ typedef struct {
     void *sample_scratch;
     size_t sample_scratch_bytes;
     int capturing;
-    int attn_mode, attn_split;
+    int attn_mode, attn_split, attn_gb;
     bool rope_fused; /* rope inside the decode attention kernel (RF_GPU_ROPE_FUSED=0: its own launch) */
     rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
 } gpu_impl;
@@ -283,7 +283,7 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                           st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
                           q,              k_cache,        v_cache,        d->kv_type,  out,
                           NULL,           NULL,           {0},            NULL,        NULL,
-                          NULL};
+                          NULL,           0};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
@@ -294,16 +294,21 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
         int n_split = g->attn_split > 0 ? g->attn_split
                                         : rf_gpu_attn_decode_splits(st->n_tokens, d->n_head, d->n_kv_head,
                                                                     d->head_dim, d->kv_type, st->max_pos + 1, g->n_sm);
+        a.gb = g->attn_gb > 0 ? g->attn_gb : rf_gpu_attn_decode_gb(d->n_head, d->n_kv_head, st->max_pos + 1);
         /* The scratch is sized on first use for the most splits any decode batch (1..8 tokens)
-         * can get at any context: a captured graph keeps the scratch pointer, so the buffer must
-         * not be reallocated when a later step at a longer context asks for more splits. */
+         * can get at any context (the longest, and the longest with one head per block): a
+         * captured graph keeps the scratch pointer, so the buffer must not be reallocated when a
+         * later step at a longer context asks for more splits. */
         size_t need = rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split);
-        for (int nt = 1; nt <= 8 && g->attn_split <= 0; nt++) {
-            size_t most = rf_gpu_attn_decode_scratch(
-                nt, d->n_head, d->head_dim,
-                rf_gpu_attn_decode_splits(nt, d->n_head, d->n_kv_head, d->head_dim, d->kv_type, 1 << 30, g->n_sm));
-            if (most > need) need = most;
-        }
+        static const int n_pos_most[] = {1 << 30, RF_GPU_ATTN_GB1_MAX_POS - 1};
+        for (int nt = 1; nt <= 8 && g->attn_split <= 0; nt++)
+            for (int pi = 0; pi < 2; pi++) {
+                size_t most = rf_gpu_attn_decode_scratch(nt, d->n_head, d->head_dim,
+                                                         rf_gpu_attn_decode_splits(nt, d->n_head, d->n_kv_head,
+                                                                                   d->head_dim, d->kv_type,
+                                                                                   n_pos_most[pi], g->n_sm));
+                if (most > need) need = most;
+            }
         if (ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes, need))
             while (n_split > 1 && ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                                                  rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim,
@@ -556,9 +561,10 @@ const char *rf_gpu_backends_built(void) {
 
 void *rf_gpu_backend_stream(rf_backend *be) { return G(be)->stream; }
 
-void rf_gpu_backend_set_attention(rf_backend *be, int mode, int n_split) {
+void rf_gpu_backend_set_attention(rf_backend *be, int mode, int n_split, int gb) {
     G(be)->attn_mode = mode;
     G(be)->attn_split = n_split;
+    G(be)->attn_gb = gb;
 }
 
 #else

@@ -16,8 +16,9 @@ const char *rf_gpu_backends_built(void);
 /* The backend's stream (cudaStream_t / hipStream_t), to call kernels.h launchers directly. */
 void *rf_gpu_backend_stream(rf_backend *be);
 /* Attention kernel choice: mode 0 = automatic, 1 = split-K decode kernel with n_split splits
- * (n_split <= 0: automatic), 2 = tiled prefill kernel. */
-void rf_gpu_backend_set_attention(rf_backend *be, int mode, int n_split);
+ * (n_split <= 0: automatic) and gb heads per block (1, 2, 4, 8; <= 0: automatic), 2 = tiled
+ * prefill kernel. */
+void rf_gpu_backend_set_attention(rf_backend *be, int mode, int n_split, int gb);
 /* Records a launcher's return code as the backend's error (reported by the next sync). */
 void rf_gpu_backend_check(rf_backend *be, const char *what, int rc);
 

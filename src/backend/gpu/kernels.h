@@ -65,6 +65,9 @@ typedef struct {
     rf_rope rope;
     const float *k_new, *v_new;
     const int32_t *slot;
+    /* Decode: heads of a GQA group per block (1, 2, 4 or 8; 0: the long-context choice), a speed
+     * choice (rf_gpu_attn_decode_gb); every value gives the same results. */
+    int gb;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
@@ -76,12 +79,18 @@ typedef struct {
  * (n_sm multiprocessors) for this shape and cache type at a context of about n_pos positions (a
  * speed choice; at most 256). */
 size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);
+/* Heads per decode block (rf_gpu_attn_args.gb) for a context of about n_pos positions: one below
+ * RF_GPU_ATTN_GB1_MAX_POS (more blocks and shorter dependency chains; each head's block reads its
+ * group's K/V again, from the L2), else the whole group up to 8. Measured on an H200 (tg128, 1B
+ * F16, GQA 4, 2026-11-22), one head against four: 1104 -> 1218 tokens/s at 128 positions, 979 ->
+ * 1017 at 4096, 923 -> 940 at 8192, 701 -> 667 at 32768 (that traffic outgrows the L2). */
+#define RF_GPU_ATTN_GB1_MAX_POS 16384
+int rf_gpu_attn_decode_gb(int n_head, int n_kv_head, int n_pos);
 int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos,
                               int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
- * 8 == 0 with 16-byte aligned caches and rows, a GQA group in one block (n_head / n_kv_head <= 8),
- * 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), F32 or F16 cache; and, when n_sm > 0
+ * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), F32 or F16 cache; and, when n_sm > 0
  * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
  * multiprocessors. */
 int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
