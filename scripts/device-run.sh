@@ -7,6 +7,8 @@
 #   bench7b: the same on the Llama-2-7B shape (F16, Q8_0, Q4_0, Q4_K_M)
 #   longctx: tg128 after 512, 8192 and 32768 tokens of context (1B F16, 7B Q4_K_M)
 #   mm:      the stand-alone matmul test and the decode matvec A/B (bench/bench_gpu_matmul ab)
+#   trace:   decode timelines of tg128 (1B F16, 7B Q4_0 and Q4_K_M) with tools/kernel_trace.c
+#            (CUPTI; CUPTI_DIR names libcupti's folder), summarized by scripts/trace_summary.py
 #   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
 #            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
@@ -91,6 +93,22 @@ tgab)
             log "tg128 $ft $envset"
             env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
         done
+    done
+    ;;
+trace)
+    CUPTI_DIR=${CUPTI_DIR:-$PWD/.dev/cupti}
+    nvcc -shared -Xcompiler -fPIC -o build/kernel_trace.so tools/kernel_trace.c -L"$CUPTI_DIR" -lcupti \
+        -Xlinker -rpath,"$CUPTI_DIR" > "$OUT/trace-build.log" 2>&1 || { cat "$OUT/trace-build.log"; continue; }
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
+    for ft in ${TRACE_FILES:-1b-f16 7b-q4_0 7b-q4_k_m}; do
+        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
+        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
+        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        log "trace tg128 $ft"
+        CUDA_INJECTION64_PATH=$PWD/build/kernel_trace.so RF_TRACE_OUT="$OUT/trace-$ft.txt" \
+            $BIN bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
+        python3 scripts/trace_summary.py "$OUT/trace-$ft.txt" 2>&1 | head -12 | tee -a "$OUT/summary.txt"
     done
     ;;
 longctx)
