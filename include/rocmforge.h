@@ -125,6 +125,24 @@ int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob);
 /* Adds a token to the penalty history without sampling it (e.g. prompt tokens). */
 void rf_sampler_accept(rf_sampler *s, int32_t token);
 
+/* Pipelined generation: the sampled token goes to the next step on the device, and the host
+ * learns it while that step runs, so the GPU does not wait for the host between tokens.
+ *   rf_sampler_sample_async(s, c, i);     // after the prompt's rf_decode
+ *   for (;;) {
+ *       rf_decode_next(c, seq);           // decodes the token just sampled, not yet known here
+ *       int32_t t = rf_sampler_fetch(s, c);
+ *       if (t < 0 || done(t)) break;      // the step already enqueued has consumed t
+ *       rf_sampler_sample_async(s, c, 0);
+ *   }
+ * rf_sampler_sample_async samples like rf_sampler_sample and returns at once; rf_sampler_fetch
+ * waits for that token (not for work enqueued after it) and adds it to the history; each sample
+ * must be fetched before the next. rf_decode_next is rf_decode of one token at the sequence's next
+ * position with logits, the token being the last rf_sampler_sample_async's (an error if there is
+ * none, or if an rf_decode came between). 0 / the token on success, negative on error. */
+int rf_sampler_sample_async(rf_sampler *s, rf_context *c, int i);
+int32_t rf_sampler_fetch(rf_sampler *s, rf_context *c);
+int rf_decode_next(rf_context *c, int seq);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1299,6 +1299,34 @@ static void test_model(const model_case *mc) {
             CHECK(trips_ok, "stories260K on gpu: a generated token cost other than exactly one download");
             printf("stories260K gpu greedy: %d/%d tokens, one download per token: %s\n", ok, g.n_greedy,
                    trips_ok ? "yes" : "no");
+            /* pipelined (rf_sampler_sample_async, rf_decode_next, rf_sampler_fetch) on a second
+             * sequence: the same tokens, and still one download per token (the fetch) */
+            rf_sampler *s2 = rf_sampler_new(&sp);
+            rf_seq_remove(c, seq); /* the context holds one sequence */
+            int seq2 = rf_seq_new(c), ok2 = 0, trips2 = 1;
+            int32_t *pp = malloc(sizeof(int32_t) * (size_t)n), *sq = malloc(sizeof(int32_t) * (size_t)n);
+            int8_t *wl = calloc((size_t)n, 1);
+            for (int i = 0; i < n; i++) pp[i] = i, sq[i] = seq2;
+            wl[n - 1] = 1;
+            rf_batch bp = {n, g.prompt_tokens, pp, sq, wl};
+            if (seq2 >= 0 && !rf_decode(c, &bp) && !rf_sampler_sample_async(s2, c, n - 1)) {
+                for (int i = 0; i < g.n_greedy; i++) {
+                    const int more = i + 1 < g.n_greedy;
+                    uint64_t before = mbe->n_downloads;
+                    if (more && rf_decode_next(c, seq2)) break;
+                    int32_t t = rf_sampler_fetch(s2, c);
+                    if (more && rf_sampler_sample_async(s2, c, 0)) break;
+                    trips2 &= mbe->n_downloads - before == 1;
+                    if (t != g.greedy[i]) break;
+                    ok2++;
+                }
+            }
+            CHECK(ok2 == g.n_greedy && trips2, "stories260K on gpu, pipelined: %d of %d golden tokens, one download per token: %s",
+                  ok2, g.n_greedy, trips2 ? "yes" : "no");
+            printf("stories260K gpu greedy pipelined: %d/%d tokens, one download per token: %s\n", ok2, g.n_greedy,
+                   trips2 ? "yes" : "no");
+            free(pp), free(sq), free(wl);
+            rf_sampler_free(s2);
             /* seeded sampling on the GPU is reproducible through the public API */
             rf_sampler_free(s);
         }

@@ -144,6 +144,35 @@ static void test_model(const model_case *mc, const char *device, int kv) {
             CHECK(ok == g.n_greedy, "%s on %s (kv %s): greedy matches %d of %d golden tokens", mc->stem, device,
                   kv_name(kv), ok, g.n_greedy);
             rf_sampler_free(s);
+            /* The same continuation pipelined (rocmforge.h: the token goes to the next step on the
+             * device, the host fetches it while that step runs), on a second sequence. Misuse is
+             * refused by name. */
+            CHECK(rf_decode_next(c, seq) < 0 && strstr(rf_error(), "rf_sampler_sample_async"),
+                  "rf_decode_next without a sampled token: %s", rf_error());
+            rf_sampler *s2 = rf_sampler_new(&sp);
+            CHECK(rf_sampler_fetch(s2, c) < 0 && strstr(rf_error(), "no rf_sampler_sample_async"),
+                  "rf_sampler_fetch with nothing pending: %s", rf_error());
+            rf_seq_remove(c, seq); /* the context holds one sequence */
+            int seq2 = rf_seq_new(c);
+            float *lg2 = seq2 >= 0 ? prompt_logits(c, seq2, g.prompt_tokens, n, g.n_vocab) : NULL;
+            CHECK(lg2 != NULL, "%s on %s: second sequence: %s", mc->stem, device, rf_error());
+            int ok2 = 0;
+            if (lg2 && !rf_sampler_sample_async(s2, c, n - 1)) {
+                for (int i = 0; i < g.n_greedy; i++) {
+                    const bool more = i + 1 < g.n_greedy;
+                    if (more && rf_decode_next(c, seq2)) break;
+                    int32_t t = rf_sampler_fetch(s2, c);
+                    if (t != g.greedy[i]) break;
+                    ok2++;
+                    if (more && rf_sampler_sample_async(s2, c, 0)) break;
+                }
+            }
+            CHECK(ok2 == g.n_greedy, "%s on %s (kv %s): pipelined greedy matches %d of %d golden tokens", mc->stem,
+                  device, kv_name(kv), ok2, g.n_greedy);
+            CHECK(rf_seq_len(c, seq2) == n + g.n_greedy - 1, "%s: pipelined sequence holds %d positions, expected %d",
+                  mc->stem, rf_seq_len(c, seq2), n + g.n_greedy - 1);
+            free(lg2);
+            rf_sampler_free(s2);
         }
     }
     rf_context_free(c);

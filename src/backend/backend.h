@@ -116,6 +116,9 @@ typedef struct {
 
 typedef struct rf_graph rf_graph;
 
+/* Most bytes download_start takes (a sampled token, its log-probability). */
+#define RF_DOWNLOAD_ASYNC_MAX 64
+
 typedef struct rf_backend_ops {
     const char *name;
     void (*destroy)(rf_backend *be);
@@ -136,6 +139,12 @@ typedef struct rf_backend_ops {
     void (*upload)(rf_backend *be, void *dst, const void *src, size_t bytes);
     /* Waits for all prior work; returns -1 (error set) if any op failed. */
     int (*download)(rf_backend *be, void *dst, const void *src, size_t bytes);
+    /* A download that does not wait for work enqueued after it: download_start enqueues the copy
+     * of `bytes` (<= RF_DOWNLOAD_ASYNC_MAX) of src after all prior work and returns at once;
+     * download_wait waits for that copy only and writes the bytes to dst. One at a time. Both
+     * return -1 (error set) if an op failed. */
+    int (*download_start)(rf_backend *be, const void *src, size_t bytes);
+    int (*download_wait)(rf_backend *be, void *dst);
     int (*sync)(rf_backend *be);
     /* Free device memory in bytes (for sizing the KV pool); 0 when unknown. */
     size_t (*mem_free)(rf_backend *be);

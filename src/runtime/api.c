@@ -81,6 +81,7 @@ struct rf_sampler {
     rf_rng rng;
     int32_t *history;
     int n_history, cap;
+    bool pending; /* rf_sampler_sample_async's token not fetched yet */
 };
 
 rf_sampler_params rf_sampler_default_params(void) {
@@ -113,9 +114,14 @@ void rf_sampler_accept(rf_sampler *s, int32_t token) {
     s->history[s->n_history++] = token;
 }
 
-int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob) {
+/* Enqueues the sampling of batch index i's logits into token_out (backend memory). */
+static int enqueue_sample(rf_sampler *s, rf_context *c, int i, int32_t *token_out, float *logprob_out) {
     if (i < 0 || i >= c->last_n_tokens || c->out_row_of[i] < 0) {
         rf_set_error("no logits for batch index %d (the last batch did not ask for them)", i);
+        return -1;
+    }
+    if (s->pending) {
+        rf_set_error("a token of rf_sampler_sample_async was not fetched (rf_sampler_fetch)");
         return -1;
     }
     int nv = c->m->hp.n_vocab;
@@ -131,11 +137,39 @@ int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob) {
     rf_sample_params p = s->p;
     p.penalty_last_n = n_hist;
     float u = rf_rng_uniform(&s->rng);
-    be->ops->sample(be, c->logits + (size_t)c->out_row_of[i] * nv, nv, &p, c->d_history, n_hist, u, c->d_token,
-                    logprob ? c->d_logprob : NULL);
+    be->ops->sample(be, c->logits + (size_t)c->out_row_of[i] * nv, nv, &p, c->d_history, n_hist, u, token_out,
+                    logprob_out);
+    return 0;
+}
+
+int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob) {
+    if (enqueue_sample(s, c, i, c->d_token, logprob ? c->d_logprob : NULL)) return -1;
+    rf_backend *be = c->be;
     int32_t tok;
     if (be->ops->download(be, &tok, c->d_token, sizeof tok)) return -1;
     if (logprob && be->ops->download(be, logprob, c->d_logprob, sizeof *logprob)) return -1;
+    rf_sampler_accept(s, tok);
+    return tok;
+}
+
+/* The token goes to tokens[0] of the device's step region, where rf_decode_next's step reads it,
+ * and to the host by a copy that rf_sampler_fetch waits for. */
+int rf_sampler_sample_async(rf_sampler *s, rf_context *c, int i) {
+    if (enqueue_sample(s, c, i, c->step_dev, NULL)) return -1;
+    if (c->be->ops->download_start(c->be, c->step_dev, sizeof(int32_t))) return -1;
+    s->pending = true;
+    c->token_on_device = true;
+    return 0;
+}
+
+int32_t rf_sampler_fetch(rf_sampler *s, rf_context *c) {
+    if (!s->pending) {
+        rf_set_error("rf_sampler_fetch: no rf_sampler_sample_async to fetch");
+        return -1;
+    }
+    int32_t tok;
+    s->pending = false;
+    if (c->be->ops->download_wait(c->be, &tok)) return -1;
     rf_sampler_accept(s, tok);
     return tok;
 }

@@ -200,7 +200,9 @@ static int run_step(rf_context *c) {
     return op->graph_launch(c->be, c->graphs[b]);
 }
 
-int rf_decode(rf_context *c, const rf_batch *b) {
+/* rf_decode; with token_on_device (one token), tokens[0] of the batch is ignored: the step takes
+ * the token that is already in the device's step region (rf_sampler_sample_async put it there). */
+static int decode(rf_context *c, const rf_batch *b, bool token_on_device) {
     int n = b->n_tokens;
     const rf_hparams *hp = &c->m->hp;
     if (n <= 0 || n > c->n_batch) {
@@ -212,7 +214,7 @@ int rf_decode(rf_context *c, const rf_batch *b) {
     int ret = -1;
     for (int i = 0; i < n; i++) {
         int s = b->seq_id[i];
-        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab) {
+        if (!token_on_device && (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)) {
             rf_set_error("token %d at batch index %d is outside the vocabulary (0..%d)", b->tokens[i], i, hp->n_vocab - 1);
             goto out;
         }
@@ -284,7 +286,12 @@ int rf_decode(rf_context *c, const rf_batch *b) {
         rf_kv_seq *q = &c->kv.seqs[s];
         memcpy(bt + (size_t)s * c->step.max_blocks, q->blocks, (size_t)q->n_blocks * sizeof(int32_t));
     }
-    c->be->ops->upload(c->be, c->step_dev, h, c->step_ints * sizeof(int32_t));
+    if (token_on_device) /* all but tokens[0] */
+        c->be->ops->upload(c->be, c->step_dev + 1, h + 1, (c->step_ints - 1) * sizeof(int32_t));
+    else {
+        c->be->ops->upload(c->be, c->step_dev, h, c->step_ints * sizeof(int32_t));
+        c->token_on_device = false; /* tokens[0] now holds this batch's token */
+    }
     c->step.n_tokens = n;
     c->step.n_out = n_out;
     c->step.max_pos = max_pos;
@@ -294,6 +301,26 @@ int rf_decode(rf_context *c, const rf_batch *b) {
 out:
     free(count);
     return ret;
+}
+
+int rf_decode(rf_context *c, const rf_batch *b) { return decode(c, b, false); }
+
+int rf_decode_next(rf_context *c, int seq) {
+    if (!c->token_on_device) {
+        rf_set_error("rf_decode_next: no token waits on the device (call rf_sampler_sample_async first)");
+        return -1;
+    }
+    if (!rf_kv_seq_valid(&c->kv, seq)) {
+        rf_set_error("rf_decode_next: sequence %d does not exist", seq);
+        return -1;
+    }
+    int32_t tok = 0;
+    int pos = c->kv.seqs[seq].n_pos;
+    int8_t want = 1;
+    rf_batch b = {1, &tok, &pos, &seq, &want};
+    int rc = decode(c, &b, true);
+    if (!rc) c->token_on_device = false;
+    return rc;
 }
 
 const float *rf_get_logits(rf_context *c, int i) {

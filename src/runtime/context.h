@@ -27,8 +27,11 @@ struct rf_context {
     int32_t *step_dev, *step_host;
     size_t step_ints;
 
-    /* Sampling: device-side outputs and penalty history. */
+    /* Sampling: device-side outputs and penalty history. token_on_device: the last
+     * rf_sampler_sample_async wrote its token into the step region's tokens[0], for
+     * rf_decode_next. */
     int32_t *d_token, *d_history;
+    bool token_on_device;
     float *d_logprob;
     int history_cap;
 

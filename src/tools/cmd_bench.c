@@ -69,13 +69,15 @@ static int run_tg(rf_context *c, rf_sampler *s, int n, int depth, int n_vocab, d
         free(ctx);
         if (rc || !rf_get_logits(c, (depth - 1) % rf_context_n_batch(c))) return -1;
     }
+    /* n steps, each sampled on the device, pipelined as `run` generates (rocmforge.h): step i + 1
+     * is enqueued before the host waits for token i */
     double t0 = rf_time_s();
-    for (int pos = depth; pos < depth + n; pos++) {
-        rf_batch b = {1, &tok, &pos, &seq, &want};
-        if (rf_decode(c, &b)) return -1;
-        tok = rf_sampler_sample(s, c, 0, NULL);
-        if (tok < 0) return -1;
-    }
+    int pos = depth;
+    rf_batch b = {1, &tok, &pos, &seq, &want};
+    if (n > 0 && (rf_decode(c, &b) || rf_sampler_sample_async(s, c, 0))) return -1;
+    for (int i = 1; i < n; i++)
+        if (rf_decode_next(c, seq) || rf_sampler_fetch(s, c) < 0 || rf_sampler_sample_async(s, c, 0)) return -1;
+    if (n > 0 && rf_sampler_fetch(s, c) < 0) return -1;
     *secs = rf_time_s() - t0;
     rf_seq_remove(c, seq);
     return 0;

@@ -101,17 +101,30 @@ int cmd_run(int argc, char **argv) {
         rf_fail("%s", rf_error());
         goto out;
     }
-    int32_t next = rf_sampler_sample(s, c, (n - 1) % rf_context_n_batch(c), NULL);
-    double t1 = rf_time_s();
-    if (next < 0) {
+    /* Pipelined (rocmforge.h): the step that consumes a sampled token is enqueued before the host
+     * learns that token, so the device does not wait for printing; after an end-of-generation
+     * token that step is wasted (the run ends). */
+    if (rf_sampler_sample_async(s, c, (n - 1) % rf_context_n_batch(c))) {
         rf_fail("%s", rf_error());
         goto out;
     }
+    double t1 = rf_time_s();
     rf_detok dt = {0};
     char piece[256];
     int n_gen = 0, pos = n;
     const struct rf_tokenizer *tk = m->tok;
     while (n_gen < a.n_predict) {
+        const bool more = n_gen + 1 < a.n_predict && pos + 1 < n_ctx; /* a token after this one */
+        if (more && rf_decode_next(c, seq)) {
+            rf_fail("%s", rf_error());
+            goto out;
+        }
+        int32_t next = rf_sampler_fetch(s, c);
+        if (next < 0) {
+            rf_fail("%s", rf_error());
+            goto out;
+        }
+        if (n_gen == 0) t1 = rf_time_s(); /* the prompt's time ends with its first token */
         if (rf_token_is_eog(m, next)) break;
         int k = rf_detok_push(&dt, tk, next, piece, sizeof piece);
         if (k > 0) {
@@ -119,16 +132,9 @@ int cmd_run(int argc, char **argv) {
             fflush(stdout);
         }
         n_gen++;
-        if (n_gen == a.n_predict || pos + 1 >= n_ctx) break;
-        int8_t want = 1;
-        rf_batch b = {1, &next, &pos, &seq, &want};
-        if (rf_decode(c, &b)) {
-            rf_fail("%s", rf_error());
-            goto out;
-        }
+        if (!more) break;
         pos++;
-        next = rf_sampler_sample(s, c, 0, NULL);
-        if (next < 0) {
+        if (rf_sampler_sample_async(s, c, 0)) {
             rf_fail("%s", rf_error());
             goto out;
         }

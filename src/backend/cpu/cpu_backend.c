@@ -20,6 +20,8 @@ typedef struct {
     rf_threadpool *tp;
     rf_isa isa;
     rf_cpu_mode mode;
+    unsigned char async_bytes[RF_DOWNLOAD_ASYNC_MAX]; /* download_start's copy (ops run at once) */
+    size_t n_async;
 } cpu_impl;
 
 static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
@@ -55,6 +57,22 @@ static void cpu_upload(rf_backend *be, void *dst, const void *src, size_t n) {
 static int cpu_download(rf_backend *be, void *dst, const void *src, size_t n) {
     be->n_downloads++;
     memcpy(dst, src, n);
+    return 0;
+}
+
+static int cpu_download_start(rf_backend *be, const void *src, size_t n) {
+    if (n > RF_DOWNLOAD_ASYNC_MAX) {
+        rf_set_error("download_start of %zu bytes: at most %d", n, RF_DOWNLOAD_ASYNC_MAX);
+        return -1;
+    }
+    memcpy(impl_of(be)->async_bytes, src, n);
+    impl_of(be)->n_async = n;
+    return 0;
+}
+
+static int cpu_download_wait(rf_backend *be, void *dst) {
+    be->n_downloads++;
+    memcpy(dst, impl_of(be)->async_bytes, impl_of(be)->n_async);
     return 0;
 }
 static int cpu_sync(rf_backend *be) { (void)be; return 0; }
@@ -231,6 +249,8 @@ static const rf_backend_ops cpu_ops = {
     .free_weight = cpu_free_weight,
     .upload = cpu_upload,
     .download = cpu_download,
+    .download_start = cpu_download_start,
+    .download_wait = cpu_download_wait,
     .sync = cpu_sync,
     .mem_free = cpu_mem_free,
     .kv_type_default = RF_TYPE_F32, /* the exact reference */

@@ -55,6 +55,10 @@ typedef struct {
     int attn_mode, attn_split, attn_gb;
     bool rope_fused; /* rope inside the decode attention kernel (RF_GPU_ROPE_FUSED=0: its own launch) */
     rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
+    /* download_start / download_wait: pinned bytes and the event after their copy (lazily made) */
+    void *async_host;
+    gpuEvent_t async_done;
+    size_t async_bytes;
 } gpu_impl;
 
 static gpu_impl *G(rf_backend *be) { return be->impl; }
@@ -95,6 +99,10 @@ static void gpu_destroy(rf_backend *be) {
     gpuStreamSynchronize(g->stream);
     rf_gpu_profile_free(g->prof);
     rf_gpu_matmul_free(g->mm);
+    if (g->async_host) {
+        gpuFreeHost(g->async_host);
+        gpuEventDestroy(g->async_done);
+    }
     if (g->attn_scratch) gpuFree(g->attn_scratch);
     if (g->sample_scratch) gpuFree(g->sample_scratch);
     gpuStreamDestroy(g->stream);
@@ -170,6 +178,51 @@ static int gpu_download(rf_backend *be, void *dst, const void *src, size_t bytes
         if (e != gpuSuccess) record(g, "download of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
     }
     return report(g, "download");
+}
+
+/* The copy goes to pinned memory, so it is asynchronous; an event after it is what
+ * download_wait waits for (a stream sync would also wait for the next decode step). */
+static int gpu_download_start(rf_backend *be, const void *src, size_t bytes) {
+    gpu_impl *g = G(be);
+    if (bytes > RF_DOWNLOAD_ASYNC_MAX) {
+        record(g, "download_start of %zu bytes: at most %d", bytes, RF_DOWNLOAD_ASYNC_MAX);
+        return report(g, "download_start");
+    }
+    if (!g->async_host && !g->err[0]) {
+        gpuError_t e = gpuMallocHost(&g->async_host, RF_DOWNLOAD_ASYNC_MAX);
+        if (e == gpuSuccess) e = gpuEventCreateWithFlags(&g->async_done, gpuEventDisableTiming);
+        if (e != gpuSuccess) {
+            record(g, "pinned memory for downloads: %s", gpuGetErrorString(e));
+            if (g->async_host) gpuFreeHost(g->async_host);
+            g->async_host = NULL;
+        }
+    }
+    if (!g->err[0]) {
+        gpuError_t e = gpuMemcpyAsync(g->async_host, src, bytes, gpuMemcpyDeviceToHost, g->stream);
+        if (e == gpuSuccess) e = gpuEventRecord(g->async_done, g->stream);
+        if (e != gpuSuccess) record(g, "download of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
+        g->async_bytes = bytes;
+    }
+    if (g->err[0]) {
+        rf_set_error("%s", g->err);
+        return -1;
+    }
+    return 0;
+}
+
+static int gpu_download_wait(rf_backend *be, void *dst) {
+    gpu_impl *g = G(be);
+    be->n_downloads++;
+    if (!g->err[0]) {
+        gpuError_t e = gpuEventSynchronize(g->async_done);
+        if (e != gpuSuccess) record(g, "GPU kernel failure detected at download_wait: %s", gpuGetErrorString(e));
+    }
+    if (g->err[0]) {
+        rf_set_error("%s", g->err);
+        return -1;
+    }
+    memcpy(dst, g->async_host, g->async_bytes);
+    return 0;
 }
 
 static int gpu_sync(rf_backend *be) { return report(G(be), "sync"); }
@@ -459,6 +512,8 @@ static const rf_backend_ops gpu_ops = {
     .prepare_matmul_weight = gpu_prepare_matmul_weight,
     .upload = gpu_upload,
     .download = gpu_download,
+    .download_start = gpu_download_start,
+    .download_wait = gpu_download_wait,
     .sync = gpu_sync,
     .mem_free = gpu_mem_free,
     .kv_type_default = RF_TYPE_F16, /* half the bytes per decode step, as llama.cpp */

@@ -40,6 +40,11 @@ typedef hipEvent_t gpuEvent_t;
 #define gpuEventRecord hipEventRecord
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuMallocHost hipHostMalloc
+#define gpuFreeHost hipHostFree
 typedef hipGraph_t gpuGraph_t;
 typedef hipGraphExec_t gpuGraphExec_t;
 typedef hipDeviceProp_t gpuDeviceProp;
@@ -86,6 +91,11 @@ typedef cudaEvent_t gpuEvent_t;
 #define gpuEventRecord cudaEventRecord
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDestroy cudaEventDestroy
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuMallocHost cudaMallocHost
+#define gpuFreeHost cudaFreeHost
 typedef cudaGraph_t gpuGraph_t;
 typedef cudaGraphExec_t gpuGraphExec_t;
 typedef struct cudaDeviceProp gpuDeviceProp;
