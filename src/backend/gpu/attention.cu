@@ -78,6 +78,18 @@ static __device__ __forceinline__ void kv_store8(float *p, const kv_raw8<float> 
 }
 static __device__ __forceinline__ void kv_store8(__half *p, const kv_raw8<__half> &r) { *(uint4 *)p = r.u; }
 
+/* q . k over a row held by LP lanes, eight dims each: the lane's part, then xor-shuffles over
+ * offsets LP / 2 .. 1 (every lane of the warp calls it; each ends with the whole dot). */
+template <int LP>
+static __device__ __forceinline__ float dec_dot8(const float *q, const float *k) {
+    float d = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) d += q[e] * k[e];
+#pragma unroll
+    for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
+    return d;
+}
+
 /* Rotates the eight elements x = dims d0 .. d0 + 7 of a head held by this lane (rope_device.cuh;
  * cs / sn: the (cos, sin) of every pair at this position). NORMAL pairs (2i, 2i + 1) lie within a
  * lane; NEOX pairs (i, i + n_rot / 2) lie n_rot / 16 lanes apart (needs n_rot % 16 == 0, so a
@@ -279,11 +291,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         }
 #pragma unroll
         for (int j = 0; j < GB; j++) {
-            float d = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; e++) d += qr[j][e] * k8[e];
-#pragma unroll
-            for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
+            const float d = dec_dot8<LP>(qr[j], k8);
             if (sg == 0) {
                 const float sc = d * a.scale, mx = fmaxf(m[j], sc);
                 const float corr = expf(m[j] - mx), w = expf(sc - mx);
@@ -336,11 +344,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
                     for (int e = 0; e < 8; e++) k8[e] = kx[VEC ? 0 : u][e];
 #pragma unroll
                 for (int j = 0; j < GB; j++) {
-                    float d = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < 8; e++) d += qr[j][e] * k8[e];
-#pragma unroll
-                    for (int o = LP / 2; o > 0; o >>= 1) d += RF_SHFL_XOR(d, o);
+                    const float d = dec_dot8<LP>(qr[j], k8);
                     sc[u][j] = ok[u] ? d * a.scale : -INFINITY;
                 }
             }
