@@ -163,6 +163,8 @@ static int invalid_value(void) {
  * sub-group 0's softmax state from registers, so no block waits for that store.
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
+/* Positions in flight per sub-group for blocks of one or two heads (the registers allow 8 there;
+ * 4 was 3% slower at 8k positions on an H200, docs/PERF.md fifth session). -D to experiment. */
 #ifndef DEC_U_SMALL
 #define DEC_U_SMALL 8
 #endif
@@ -228,24 +230,11 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     /* the first slots (block table: written before the step) and the rotation table (position:
      * the same) are computed before waiting for the previous kernel (it writes q and the new K/V) */
     int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
-#ifdef DEC_ROPE_AFTER
-    rf_grid_dep_wait();
-#endif
     if (fr)
-        for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x) {
-#ifdef DEC_ROPE_F32
-            const float freq = powf(a.rope.base, -2.0f * (float)i / (float)a.rope.n_rot);
-            float theta = (float)a.pos[t] * a.rope.freq_scale * freq;
-            if (a.rope.freq_factors) theta = theta / a.rope.freq_factors[i];
-            sincosf(theta, &rope_sn[i], &rope_cs[i]);
-#else
+        for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
             rope_cos_sin((float)a.pos[t], i, a.rope.n_rot, a.rope.base, a.rope.freq_scale, a.rope.freq_factors,
                          &rope_cs[i], &rope_sn[i]);
-#endif
-        }
-#ifndef DEC_ROPE_AFTER
     rf_grid_dep_wait();
-#endif
     if (fr) __syncthreads();
 
     float qr[GB][8];
