@@ -135,10 +135,11 @@ void rf_sampler_accept(rf_sampler *s, int32_t token);
  *       rf_sampler_sample_async(s, c, 0);
  *   }
  * rf_sampler_sample_async samples like rf_sampler_sample and returns at once; rf_sampler_fetch
- * waits for that token (not for work enqueued after it) and adds it to the history; each sample
- * must be fetched before the next. rf_decode_next is rf_decode of one token at the sequence's next
- * position with logits, the token being the last rf_sampler_sample_async's (an error if there is
- * none, or if an rf_decode came between). 0 / the token on success, negative on error. */
+ * waits for that token (not for work enqueued after it) and adds it to the history. A context's
+ * sample must be fetched before its next one, with whichever sampler. rf_decode_next is rf_decode
+ * of one token at the sequence's next position with logits, the token being the last
+ * rf_sampler_sample_async's (an error if there is none, or if an rf_decode came between). 0 / the
+ * token on success, negative on error. */
 int rf_sampler_sample_async(rf_sampler *s, rf_context *c, int i);
 int32_t rf_sampler_fetch(rf_sampler *s, rf_context *c);
 int rf_decode_next(rf_context *c, int seq);

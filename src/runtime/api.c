@@ -81,7 +81,6 @@ struct rf_sampler {
     rf_rng rng;
     int32_t *history;
     int n_history, cap;
-    bool pending; /* rf_sampler_sample_async's token not fetched yet */
 };
 
 rf_sampler_params rf_sampler_default_params(void) {
@@ -120,7 +119,7 @@ static int enqueue_sample(rf_sampler *s, rf_context *c, int i, int32_t *token_ou
         rf_set_error("no logits for batch index %d (the last batch did not ask for them)", i);
         return -1;
     }
-    if (s->pending) {
+    if (c->sample_pending) {
         rf_set_error("a token of rf_sampler_sample_async was not fetched (rf_sampler_fetch)");
         return -1;
     }
@@ -157,18 +156,18 @@ int32_t rf_sampler_sample(rf_sampler *s, rf_context *c, int i, float *logprob) {
 int rf_sampler_sample_async(rf_sampler *s, rf_context *c, int i) {
     if (enqueue_sample(s, c, i, c->step_dev, NULL)) return -1;
     if (c->be->ops->download_start(c->be, c->step_dev, sizeof(int32_t))) return -1;
-    s->pending = true;
+    c->sample_pending = true;
     c->token_on_device = true;
     return 0;
 }
 
 int32_t rf_sampler_fetch(rf_sampler *s, rf_context *c) {
-    if (!s->pending) {
+    if (!c->sample_pending) {
         rf_set_error("rf_sampler_fetch: no rf_sampler_sample_async to fetch");
         return -1;
     }
     int32_t tok;
-    s->pending = false;
+    c->sample_pending = false;
     if (c->be->ops->download_wait(c->be, &tok)) return -1;
     rf_sampler_accept(s, tok);
     return tok;

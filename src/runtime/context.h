@@ -29,9 +29,10 @@ struct rf_context {
 
     /* Sampling: device-side outputs and penalty history. token_on_device: the last
      * rf_sampler_sample_async wrote its token into the step region's tokens[0], for
-     * rf_decode_next. */
+     * rf_decode_next; sample_pending: its copy to the host (the backend's one download_start
+     * slot) is not fetched yet, whichever sampler made it. */
     int32_t *d_token, *d_history;
-    bool token_on_device;
+    bool token_on_device, sample_pending;
     float *d_logprob;
     int history_cap;
 
