@@ -158,6 +158,10 @@ static void test_model(const model_case *mc, const char *device, int kv) {
             CHECK(lg2 != NULL, "%s on %s: second sequence: %s", mc->stem, device, rf_error());
             int ok2 = 0;
             if (lg2 && !rf_sampler_sample_async(s2, c, n - 1)) {
+                rf_sampler *s3 = rf_sampler_new(&sp); /* another sampler must not take s2's slot */
+                CHECK(rf_sampler_sample_async(s3, c, n - 1) < 0 && strstr(rf_error(), "not fetched"),
+                      "a second sample before the first was fetched: %s", rf_error());
+                rf_sampler_free(s3);
                 for (int i = 0; i < g.n_greedy; i++) {
                     const bool more = i + 1 < g.n_greedy;
                     if (more && rf_decode_next(c, seq2)) break;
