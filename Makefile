@@ -69,6 +69,6 @@ demo: $(CLI)
 	@sh scripts/demo.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-stamps
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

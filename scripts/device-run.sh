@@ -9,6 +9,9 @@
 #   mm:      the stand-alone matmul test and the decode matvec A/B (bench/bench_gpu_matmul ab)
 #   trace:   decode timelines of tg128 (1B F16, 7B Q4_0 and Q4_K_M) with tools/kernel_trace.c
 #            (CUPTI; CUPTI_DIR names libcupti's folder), summarized by scripts/trace_summary.py
+#   stamps:  phase timelines of tg128 (STAMP_FILES, default 7B Q4_0 and 1B F16) from a second
+#            build with -DRF_PHASE_STAMPS (src/backend/gpu/phase_stamps.cuh, build-stamps/),
+#            summarized by scripts/phase_timeline.py
 #   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
 #            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
@@ -109,6 +112,23 @@ trace)
         CUDA_INJECTION64_PATH=$PWD/build/kernel_trace.so RF_TRACE_OUT="$OUT/trace-$ft.txt" \
             $BIN bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
         python3 scripts/trace_summary.py "$OUT/trace-$ft.txt" 2>&1 | head -12 | tee -a "$OUT/summary.txt"
+    done
+    ;;
+stamps)
+    make -j16 BUILD=build-stamps NVCCFLAGS=-DRF_PHASE_STAMPS CFLAGS="$CFLAGS -DRF_PHASE_STAMPS" \
+        build-stamps/rocmforge > "$OUT/stamps-build.log" 2>&1 || { tail -20 "$OUT/stamps-build.log"; continue; }
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
+    for ft in ${STAMP_FILES:-7b-q4_0 1b-f16}; do
+        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
+        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
+        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        log "phase stamps tg128 $ft"
+        mkdir -p /tmp/stamps-$ft
+        RF_STAMPS_OUT=/tmp/stamps-$ft build-stamps/rocmforge bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" |
+            tail -1 | tee -a "$OUT/summary.txt"
+        python3 scripts/phase_timeline.py /tmp/stamps-$ft/stamps-*.bin > "$OUT/timeline-$ft.txt" 2>&1
+        tail -8 "$OUT/timeline-$ft.txt" | tee -a "$OUT/summary.txt"
     done
     ;;
 longctx)

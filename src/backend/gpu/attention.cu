@@ -19,6 +19,7 @@
 #include "gpu_port.h"
 #include "kernels.h"
 #include "rope_device.cuh"
+#include "phase_stamps.cuh"
 
 static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_size, int p) {
     return (int64_t)bt[p / block_size] * block_size + p % block_size;
@@ -217,6 +218,7 @@ static __device__ __forceinline__ void dec_prefetch_l2(const void *p, int n) {
 template <typename T, int GB, bool VEC, int LP, bool RK>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
+    RF_STAMPS_BEGIN;
     constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : DEC_U_SMALL;
     extern __shared__ float dsm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
@@ -255,6 +257,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             rope_cos_sin((float)a.pos[t], i, a.rope.n_rot, a.rope.base, a.rope.freq_scale, a.rope.freq_factors,
                          &rope_cs[i], &rope_sn[i]);
     rf_grid_dep_wait();
+    RF_STAMP(1);
     if (fr) __syncthreads();
 
     float qr[GB][8];
@@ -423,6 +426,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         }
     }
     __syncthreads();
+    RF_STAMP(2);
     /* fused with one split: this block is its group's only one, so it writes the output itself
      * (o = v / L, what the combine below computes from the one partial, bit for bit) */
     const bool direct = counters && n_split == 1;
@@ -451,6 +455,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             dst[1] = L;
         }
     }
+    RF_STAMPS_END(RF_STAMP_ATTN);
     if (!counters || direct) return;
     /* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish merges
      * the partials (as attn_combine_kernel). Each block publishes its partial (fence) before
@@ -1132,3 +1137,7 @@ extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a)
     return a->kv_type == RF_TYPE_F16 ? prefill_launch<__half>((gpuStream_t)stream, a)
                                      : prefill_launch<float>((gpuStream_t)stream, a);
 }
+
+#ifdef RF_PHASE_STAMPS
+extern "C" void rf_phase_stamps_dump_attention(void) { rf_phase_stamps_write("attention"); }
+#endif

@@ -94,7 +94,16 @@ static int report(gpu_impl *g, const char *when) {
     return 0;
 }
 
+#ifdef RF_PHASE_STAMPS /* phase_stamps.cuh: each kernel file writes its ring */
+void rf_phase_stamps_dump_matmul(void);
+void rf_phase_stamps_dump_attention(void);
+#endif
+
 static void gpu_destroy(rf_backend *be) {
+#ifdef RF_PHASE_STAMPS
+    rf_phase_stamps_dump_matmul();
+    rf_phase_stamps_dump_attention();
+#endif
     gpu_impl *g = G(be);
     gpuStreamSynchronize(g->stream);
     rf_gpu_profile_free(g->prof);

@@ -91,6 +91,7 @@ extern "C" {
 #include "core/util.h"
 }
 #include "matmul_gpu.h"
+#include "phase_stamps.cuh"
 
 #define HD __host__ __device__ __forceinline__
 
@@ -1514,11 +1515,14 @@ __global__ void __launch_bounds__(QX_THREADS)
 __global__ void __launch_bounds__(QX_THREADS)
     k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
                float2 *__restrict__ xd) {
+    RF_STAMPS_BEGIN;
     mm_grid_dep_launch();
     mm_grid_dep_wait(); /* gate and up come from the previous kernel */
+    RF_STAMP(1);
     const MmSwigluSrc src = {gate, up, out};
     float ss = 0.0f;
     (void)mm_quantize_x<0, 1>(src, n_in, (int)(blockIdx.x * blockDim.x), (int)(gridDim.x * blockDim.x), xq, xd, &ss);
+    RF_STAMPS_END(RF_STAMP_SWIGLU);
 }
 
 /* k_mvq: for each job J and c < ncols <= NC:
@@ -1973,6 +1977,7 @@ __global__ void MVP_BOUNDS(F)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
+    RF_STAMPS_BEGIN;
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
 #if MM_XSWZ_ON
@@ -1992,6 +1997,7 @@ __global__ void MVP_BOUNDS(F)
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
+    RF_STAMP(1);
     float ss = 0.0f, scale, out_scale = 1.0f;
     int bad = 0;
     if (F::F32X) {
@@ -2005,6 +2011,7 @@ __global__ void MVP_BOUNDS(F)
         bad = mvp_stage_end(ss, bad, n_in, norm_w, eps, red, &scale);
         out_scale = scale;
     }
+    RF_STAMP(2);
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
         return;
@@ -2047,6 +2054,7 @@ MM_UNROLL
         for (int u = 0; u < UN; u++) cur[u] = nxt[u];
         r = rn, s = sn, jb = jn, wr = wn;
     }
+    RF_STAMPS_END(RF_STAMP_MVP);
 }
 
 /* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */
@@ -2112,6 +2120,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     k_mvt(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
+    RF_STAMPS_BEGIN;
     enum { S = MvtTune<F>::S };
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
@@ -2138,8 +2147,10 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     __syncwarp();
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     mm_grid_dep_launch();
+    RF_STAMP(1);
     float scale, out_scale;
     const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);
+    RF_STAMP(2);
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
         for (int64_t t = 0; t < pre; t++) mm_mbar_wait(bar + t, 0); /* no copy may outlive the block */
@@ -2151,6 +2162,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     int64_t r = r0;
     for (int64_t t = 0; t < nt; t++) {
         mm_mbar_wait(bar + slot, parity);
+        if (t == 0) RF_STAMP(4);
         uint8_t *sp = ring + (size_t)slot * sb;
         const int k0 = s * UN * ws;
 MM_UNROLL
@@ -2181,6 +2193,8 @@ MM_UNROLL
         if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
         if (++slot == S) slot = 0, parity ^= 1u;
     }
+    RF_STAMP(5);
+    RF_STAMPS_END(RF_STAMP_MVT);
 }
 #endif
 
@@ -3378,3 +3392,7 @@ extern "C" void rf_gpu_mm_device_name(char *buf, size_t len) {
     if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) snprintf(buf, len, "%s (sm_%d%d)", p.name, p.major, p.minor);
 #endif
 }
+
+#ifdef RF_PHASE_STAMPS
+extern "C" void rf_phase_stamps_dump_matmul(void) { rf_phase_stamps_write("matmul"); }
+#endif
