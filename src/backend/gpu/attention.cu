@@ -163,8 +163,8 @@ static int invalid_value(void) {
  * type, stores them at slot[t] (head chunk 0 of the group only) and adds that position to
  * sub-group 0's softmax state from registers, so no block waits for that store.
  * Before the grid dependency wait each lane prefetches into L2 the K and V rows (its head group's
- * slice) of the position it looks up for its warp's first chunk (dec_prefetch_l2; CUDA only), when
- * the layer's K/V fits DEC_PREFETCH_MAX_BYTES.
+ * slice) of the position it looks up for its warp's first chunk (dec_prefetch_l2; CUDA only; the RK
+ * instance only).
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
 /* Positions in flight per sub-group for blocks of one or two heads (the registers allow 8 there;
@@ -206,9 +206,6 @@ static __device__ __forceinline__ void dec_quantize32(float o, int64_t e, int8_t
     if ((e & 31) == 0) xd[e / 32] = make_float2(dq, dq * (float)sq);
 }
 
-/* The decode attention prefetches K/V rows (see attn_dec_kernel) only while a layer's K and V for
- * all positions take at most this many bytes (L2 is 50 MB on the H100 / H200). */
-#define DEC_PREFETCH_MAX_BYTES ((int64_t)32 << 20)
 /* Moves the n bytes at p into L2, one prefetch per 128-byte line (CUDA; a no-op elsewhere). */
 static __device__ __forceinline__ void dec_prefetch_l2(const void *p, int n) {
 #if defined(__CUDA_ARCH__)
@@ -251,11 +248,12 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     /* ... and the first chunk's K and V rows of this head group are prefetched into L2 (written in
      * earlier steps, read once per step, long evicted by the weights): the blocks start during the
      * previous matvec, and without this the loop's loads paid DRAM latency queued behind the output
-     * projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200). Only while the layer's
-     * whole K/V is well within L2: beyond, the rows were evicted before the loop read them, and
-     * the extra traffic cost 7B Q4_K_M at 32k positions 8% (160 -> 147 t/s). */
-    const bool kv_in_l2 = (int64_t)n_pos * kv_dim * 2 * (int64_t)sizeof(T) <= DEC_PREFETCH_MAX_BYTES;
-    if (kv_in_l2 && pb + warp * ws + lane < pe) {
+     * projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200). In the rope-fused
+     * instance only (the one short contexts take; its grid is one wave, so the prefetch is at most
+     * that wave's first chunks): in the plain instance the prefetch's code took it from 96 to 109
+     * registers, fewer resident blocks and splits, and 7B Q4_K_M at 32k positions from 160 to 147
+     * t/s. */
+    if (fr && pb + warp * ws + lane < pe) {
         dec_prefetch_l2((const T *)a.k_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
         dec_prefetch_l2((const T *)a.v_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
     }

@@ -1519,6 +1519,7 @@ __global__ void __launch_bounds__(QX_THREADS)
     mm_grid_dep_launch();
     mm_grid_dep_wait(); /* gate and up come from the previous kernel */
     RF_STAMP(1);
+    RF_STAMP(2); /* no staging */
     const MmSwigluSrc src = {gate, up, out};
     float ss = 0.0f;
     (void)mm_quantize_x<0, 1>(src, n_in, (int)(blockIdx.x * blockDim.x), (int)(gridDim.x * blockDim.x), xq, xd, &ss);
