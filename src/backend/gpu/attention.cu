@@ -245,14 +245,12 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     /* the first slots (block table: written before the step) and the rotation table (position:
      * the same) are computed before waiting for the previous kernel (it writes q and the new K/V) */
     int slot_next = pb + warp * ws + lane < pe ? (int)att_slot(bt, a.block_size, pb + warp * ws + lane) : 0;
-    /* ... and the first chunk's K and V rows of this head group are prefetched into L2 (written in
-     * earlier steps, read once per step, long evicted by the weights): the blocks start during the
-     * previous matvec, and without this the loop's loads paid DRAM latency queued behind the output
-     * projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200). In the rope-fused
-     * instance only (the one short contexts take; its grid is one wave, so the prefetch is at most
-     * that wave's first chunks): in the plain instance the prefetch's code took it from 96 to 109
-     * registers, fewer resident blocks and splits, and 7B Q4_K_M at 32k positions from 160 to 147
-     * t/s. */
+    /* ... and, in the rope-fused instance (the one short contexts take; its grid is one wave), the
+     * first chunk's K and V rows of this head group are prefetched into L2. Written in earlier
+     * steps and long evicted by the weights, they otherwise cost the loop DRAM latency queued
+     * behind the output projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200). Not in
+     * the plain instance: there the prefetch raised registers 96 -> 109, fewer blocks and splits
+     * fit, and 7B Q4_K_M at 32k positions fell 160 -> 147 t/s. */
     if (fr && pb + warp * ws + lane < pe) {
         dec_prefetch_l2((const T *)a.k_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
         dec_prefetch_l2((const T *)a.v_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
