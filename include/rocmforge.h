@@ -85,6 +85,11 @@ int rf_seq_new(rf_context *c);
 int rf_seq_fork(rf_context *c, int seq);
 void rf_seq_remove(rf_context *c, int seq);
 int rf_seq_len(const rf_context *c, int seq);
+/* Keeps the first n_pos positions of seq (0 <= n_pos <= rf_seq_len) and drops the rest: a
+ * rejected continuation, or the step a pipelined loop enqueued after an end-of-generation token.
+ * The next token of seq goes to position n_pos. Cache blocks no other sequence shares go back to
+ * the pool; a fork keeps what it shares. 0 on success, negative (rf_error says why) otherwise. */
+int rf_seq_truncate(rf_context *c, int seq, int n_pos);
 
 /* A batch: n_tokens tokens, each appended to sequence seq_id[i] at position pos[i], which must be
  * that sequence's current length (counting earlier tokens of the same sequence in this batch).

@@ -303,6 +303,49 @@ static void test_batches(const char *device, int kv) {
         ef = fmaxf(ef, fabsf(lf[v] - ref[40 * (size_t)nv + v]) / (1.0f + fabsf(ref[40 * (size_t)nv + v])));
     }
     CHECK(ea < tol && ef < tol, "forked sequences differ from their alone runs (%.2e, %.2e) on %s", ea, ef, device);
+
+    /* Truncation: a (41 positions) cut back to 20, inside a cache block it still shares with the
+     * fork f, then continued with toks[1][20..40]: its logits must equal that path run alone, and
+     * f, continued by one token, must not see a's new rows. Bad lengths and sequences are refused. */
+    CHECK(rf_seq_truncate(c, a, 42) < 0 && rf_seq_truncate(c, a, -1) < 0 && rf_seq_truncate(c, 99, 0) < 0,
+          "truncate accepted a length past the sequence, a negative one, or no sequence");
+    CHECK(rf_seq_truncate(c, a, 41) == 0 && rf_seq_len(c, a) == 41, "truncate to the same length: %s", rf_error());
+    CHECK(rf_seq_truncate(c, a, 20) == 0 && rf_seq_len(c, a) == 20, "truncate to 20: %s", rf_error());
+    int32_t tpath[41], tp[21], ts[21];
+    int8_t tw[21];
+    memcpy(tpath, toks[0], 20 * sizeof(int32_t));
+    memcpy(tpath + 20, toks[1] + 20, 21 * sizeof(int32_t));
+    for (int i = 0; i < 21; i++) tp[i] = 20 + i, ts[i] = a, tw[i] = 1;
+    rf_batch tb = {21, tpath + 20, tp, ts, tw};
+    CHECK(rf_decode(c, &tb) == 0, "decode after truncate: %s", rf_error());
+    rf_context *c3 = rf_context_new(m, &cp);
+    float *tref = prompt_logits(c3, rf_seq_new(c3), tpath, 41, nv);
+    float et = 0;
+    for (int i = 0; tref && i < 21; i++) {
+        const float *l = rf_get_logits(c, i), *r = tref + (size_t)(20 + i) * nv;
+        for (int v = 0; v < nv; v++) et = fmaxf(et, fabsf(l[v] - r[v]) / (1.0f + fabsf(r[v])));
+    }
+    CHECK(tref != NULL && et < tol, "truncated and continued sequence differs from its alone run (%.2e) on %s", et,
+          device);
+    free(tref);
+    rf_context_free(c3);
+    int32_t fpath2[42];
+    memcpy(fpath2, fpath, 41 * sizeof(int32_t));
+    fpath2[41] = toks[2][41];
+    int32_t fp41 = 41;
+    int8_t fw = 1;
+    rf_batch fb = {1, fpath2 + 41, &fp41, &f, &fw};
+    CHECK(rf_decode(c, &fb) == 0, "fork decode after the truncate: %s", rf_error());
+    rf_context *c4 = rf_context_new(m, &cp);
+    float *fref = prompt_logits(c4, rf_seq_new(c4), fpath2, 42, nv);
+    float ef2 = 0;
+    const float *lf2 = rf_get_logits(c, 0);
+    for (int v = 0; fref && v < nv; v++)
+        ef2 = fmaxf(ef2, fabsf(lf2[v] - fref[41 * (size_t)nv + v]) / (1.0f + fabsf(fref[41 * (size_t)nv + v])));
+    CHECK(fref != NULL && ef2 < tol, "the fork changed after its sibling was truncated (%.2e) on %s", ef2, device);
+    free(fref);
+    rf_context_free(c4);
+    CHECK(rf_seq_truncate(c, a, 0) == 0 && rf_seq_len(c, a) == 0, "truncate to 0: %s", rf_error());
     free(ref);
     rf_context_free(c2);
     rf_context_free(c);

@@ -147,6 +147,7 @@ rf_kv_type rf_context_kv_type(const rf_context *c) { return c->kv_type == RF_TYP
 
 int rf_seq_new(rf_context *c) { return rf_kv_seq_new(&c->kv); }
 void rf_seq_remove(rf_context *c, int seq) { rf_kv_seq_remove(&c->kv, seq); }
+int rf_seq_truncate(rf_context *c, int seq, int n_pos) { return rf_kv_seq_truncate(&c->kv, seq, n_pos); }
 int rf_seq_len(const rf_context *c, int seq) {
     return rf_kv_seq_valid(&c->kv, seq) ? c->kv.seqs[seq].n_pos : -1;
 }

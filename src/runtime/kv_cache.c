@@ -78,6 +78,23 @@ void rf_kv_seq_remove(rf_kv_pool *kv, int seq) {
     s->n_blocks = s->n_pos = 0;
 }
 
+int rf_kv_seq_truncate(rf_kv_pool *kv, int seq, int n_pos) {
+    if (!rf_kv_seq_valid(kv, seq)) {
+        rf_set_error("cannot truncate sequence %d: no such sequence", seq);
+        return -1;
+    }
+    rf_kv_seq *s = &kv->seqs[seq];
+    if (n_pos < 0 || n_pos > s->n_pos) {
+        rf_set_error("cannot truncate sequence %d of %d tokens to %d tokens", seq, s->n_pos, n_pos);
+        return -1;
+    }
+    const int keep = (n_pos + kv->block_size - 1) / kv->block_size;
+    for (int i = keep; i < s->n_blocks; i++) release(kv, s->blocks[i]);
+    s->n_blocks = keep;
+    s->n_pos = n_pos;
+    return 0;
+}
+
 int rf_kv_reserve(rf_kv_pool *kv, int seq, int n_new, rf_kv_copy *copies, int *n_copies) {
     if (!rf_kv_seq_valid(kv, seq)) {
         rf_set_error("sequence %d does not exist", seq);

@@ -47,6 +47,10 @@ int rf_kv_seq_new(rf_kv_pool *kv);
 int rf_kv_seq_fork(rf_kv_pool *kv, int src);
 void rf_kv_seq_remove(rf_kv_pool *kv, int seq);
 bool rf_kv_seq_valid(const rf_kv_pool *kv, int seq);
+/* Keeps positions [0, n_pos) of seq (n_pos <= its length): the blocks past them are released (freed
+ * unless another sequence shares them). A kept last block that is shared stays shared; the next
+ * write into it is un-shared by rf_kv_reserve as usual. -1 with an error on a bad seq or n_pos. */
+int rf_kv_seq_truncate(rf_kv_pool *kv, int seq, int n_pos);
 /* Makes room for n_new more tokens of seq: allocates blocks and un-shares a shared last block.
  * Appends needed copies to copies[*n_copies] (capacity: at least 1 per call). On failure (no
  * free blocks, context full) changes nothing and returns -1 with an error. */
