@@ -73,6 +73,13 @@ static float *prompt_logits(rf_context *c, int seq, const int32_t *toks, int n, 
     return out;
 }
 
+/* max over v of |a[v] - ref[v]| / (1 + |ref[v]|): logits compared relative to their size */
+static float rel_diff(const float *a, const float *ref, int n) {
+    float e = 0;
+    for (int v = 0; v < n; v++) e = fmaxf(e, fabsf(a[v] - ref[v]) / (1.0f + fabsf(ref[v])));
+    return e;
+}
+
 static const char *kv_name(int kv) { return kv == RF_KV_F16 ? "f16" : kv == RF_KV_F32 ? "f32" : "auto"; }
 
 /* kv: the context's K/V cache type (rf_kv_type). */
@@ -258,7 +265,7 @@ static void test_batches(const char *device, int kv) {
         for (int i = 0; i < n; i++) {
             const float *l = rf_get_logits(c, i);
             const float *ref = alone[who[i]] + (size_t)bp[i] * nv;
-            for (int v = 0; v < nv; v++) max_err = fmaxf(max_err, fabsf(l[v] - ref[v]) / (1.0f + fabsf(ref[v])));
+            max_err = fmaxf(max_err, rel_diff(l, ref, nv));
             checked++;
         }
         if (step == 2) { /* remove and re-add sequence 2 between steps: start it over */
@@ -297,11 +304,7 @@ static void test_batches(const char *device, int kv) {
     int s2 = rf_seq_new(c2);
     float *ref = prompt_logits(c2, s2, fpath, 41, nv);
     const float *la = rf_get_logits(c, 0), *lf = rf_get_logits(c, 1);
-    float ea = 0, ef = 0;
-    for (int v = 0; v < nv; v++) {
-        ea = fmaxf(ea, fabsf(la[v] - alone[0][40 * (size_t)nv + v]) / (1.0f + fabsf(alone[0][40 * (size_t)nv + v])));
-        ef = fmaxf(ef, fabsf(lf[v] - ref[40 * (size_t)nv + v]) / (1.0f + fabsf(ref[40 * (size_t)nv + v])));
-    }
+    const float ea = rel_diff(la, alone[0] + 40 * (size_t)nv, nv), ef = rel_diff(lf, ref + 40 * (size_t)nv, nv);
     CHECK(ea < tol && ef < tol, "forked sequences differ from their alone runs (%.2e, %.2e) on %s", ea, ef, device);
 
     /* Truncation: a (41 positions) cut back to 20, inside a cache block it still shares with the
@@ -321,10 +324,8 @@ static void test_batches(const char *device, int kv) {
     rf_context *c3 = rf_context_new(m, &cp);
     float *tref = prompt_logits(c3, rf_seq_new(c3), tpath, 41, nv);
     float et = 0;
-    for (int i = 0; tref && i < 21; i++) {
-        const float *l = rf_get_logits(c, i), *r = tref + (size_t)(20 + i) * nv;
-        for (int v = 0; v < nv; v++) et = fmaxf(et, fabsf(l[v] - r[v]) / (1.0f + fabsf(r[v])));
-    }
+    for (int i = 0; tref && i < 21; i++)
+        et = fmaxf(et, rel_diff(rf_get_logits(c, i), tref + (size_t)(20 + i) * nv, nv));
     CHECK(tref != NULL && et < tol, "truncated and continued sequence differs from its alone run (%.2e) on %s", et,
           device);
     free(tref);
@@ -338,10 +339,7 @@ static void test_batches(const char *device, int kv) {
     CHECK(rf_decode(c, &fb) == 0, "fork decode after the truncate: %s", rf_error());
     rf_context *c4 = rf_context_new(m, &cp);
     float *fref = prompt_logits(c4, rf_seq_new(c4), fpath2, 42, nv);
-    float ef2 = 0;
-    const float *lf2 = rf_get_logits(c, 0);
-    for (int v = 0; fref && v < nv; v++)
-        ef2 = fmaxf(ef2, fabsf(lf2[v] - fref[41 * (size_t)nv + v]) / (1.0f + fabsf(fref[41 * (size_t)nv + v])));
+    const float ef2 = fref ? rel_diff(rf_get_logits(c, 0), fref + 41 * (size_t)nv, nv) : 0;
     CHECK(fref != NULL && ef2 < tol, "the fork changed after its sibling was truncated (%.2e) on %s", ef2, device);
     free(fref);
     rf_context_free(c4);
