@@ -187,12 +187,15 @@ static void pack_q8_0(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
     }
 }
 
-/* Q4_K: BS 32, b0 and nbc multiples of 8; records of 640 bytes (weights, s = d*sc, m = -dmin*mn). */
-static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
-    (void)vidx;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* Q4_K (five = 0) and Q5_K (five = 1): BS 32, b0 and nbc multiples of 8; records of 640 bytes
+ * (weights u in 0..15 / 0..31, s = d*sc, m = -dmin*mn). Q5_K is Q4_K's superblock with the 32
+ * bytes qh after the scales (bit k of qh[l]: the fifth bit of element l of sub-block k), so the
+ * quants sit at 48 instead of 16 (layouts in quant.c). */
+AI void pack_qk45(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out, const int five) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const int bb = five ? 176 : 144, qo = five ? 48 : 16;
     for (int64_t S = b0 / 8; S < (b0 + nbc) / 8; S++, out += 8 * 640) {
-        const uint8_t *sb = w + S * 144;
+        const uint8_t *sb = w + S * bb;
         for (int r = 0; r < 16; r++) {
             const uint8_t *p = sb + ridx[r];
             const float d = f16v(p), dmin = f16v(p + 2);
@@ -203,17 +206,36 @@ static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
                 ((float *)(out + j * 640 + 576))[r] = -dmin * (float)mn[j];
             }
         }
+        __m512i hv[16]; /* Q5_K: hv[g] = qh dword g (elements 4g..4g+3) of the 16 rows */
+        if (five) {
+            for (int row = 0; row < 16; row++)
+                hv[row] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(sb + ridx[row] + 16)));
+            tr16(hv);
+        }
         for (int h = 0; h < 2; h++) { /* quant bytes 64h..64h+63: chunks 2h, 2h+1 */
             __m512i v[16];
-            for (int row = 0; row < 16; row++) v[row] = _mm512_loadu_si512((const void *)(sb + ridx[row] + 16 + 64 * h));
+            for (int row = 0; row < 16; row++) v[row] = _mm512_loadu_si512((const void *)(sb + ridx[row] + qo + 64 * h));
             tr16(v);
             for (int e = 0; e < 16; e++) {
                 const int c = 2 * h + e / 8, g = e % 8;
-                _mm512_store_si512((void *)(out + (2 * c) * 640 + 64 * g), _mm512_and_si512(v[e], m4));
-                _mm512_store_si512((void *)(out + (2 * c + 1) * 640 + 64 * g), _mm512_and_si512(_mm512_srli_epi32(v[e], 4), m4));
+                __m512i lo = _mm512_and_si512(v[e], m4), hi = _mm512_and_si512(_mm512_srli_epi32(v[e], 4), m4);
+                if (five) { /* bits 2c and 2c + 1 of each qh byte to bit 4 */
+                    lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hv[g], 2 * c), one), 4));
+                    hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hv[g], 2 * c + 1), one), 4));
+                }
+                _mm512_store_si512((void *)(out + (2 * c) * 640 + 64 * g), lo);
+                _mm512_store_si512((void *)(out + (2 * c + 1) * 640 + 64 * g), hi);
             }
         }
     }
+}
+static void pack_q4_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)vidx;
+    pack_qk45(w, ridx, b0, nbc, out, 0);
+}
+static void pack_q5_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)vidx;
+    pack_qk45(w, ridx, b0, nbc, out, 1);
 }
 
 /* Q6_K: BS 16, b0 and nbc multiples of 16; records of 320 bytes (weights u = q in 0..63, z = 32,
@@ -341,6 +363,10 @@ static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 static void gemm_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
     gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_g8m);
+}
+static void gemm_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
+                      int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q5_k, mk_g8m);
 }
 static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
@@ -668,23 +694,32 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
 }
 
-/* Q4_K: one superblock (144 bytes) per step. The 128 quant bytes are two registers; the low
- * nibbles of register p hold sub-blocks 4p and 4p+2, the high nibbles 4p+1 and 4p+3, so the
- * activations are regrouped per superblock to that order (record: 256 codes, 4 x 16 dx in the
- * same order, 8 d*sum per sub-block for the mins; 576 bytes). The 6-bit scales and mins are
- * unpacked with 32-bit masks and spread over the lanes with vpermps. */
-AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* Q4_K (five = 0): one superblock (144 bytes) per step. The 128 quant bytes are two registers;
+ * the low nibbles of register p hold sub-blocks 4p and 4p+2, the high nibbles 4p+1 and 4p+3, so
+ * the activations are regrouped per superblock to that order (record: 256 codes, 4 x 16 dx in
+ * the same order, 8 d*sum per sub-block for the mins; 576 bytes). The 6-bit scales and mins are
+ * unpacked with 32-bit masks and spread over the lanes with vpermps. Q5_K (five = 1, 176-byte
+ * superblocks): the same with the fifth bits of qh (at 16; the quants at 48) merged in: qh is
+ * broadcast to both 256-bit halves, and each half is shifted (vpsrlvw) by its sub-block's bit. */
+AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out, const int five) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const int bb = five ? 176 : 144, qo = five ? 48 : 16;
+#define SH2(a, b) _mm512_set_epi64(b, b, b, b, a, a, a, a) /* 16-bit shift counts per half */
+    const __m512i hs[4] = {SH2(0, 0x0002000200020002LL), SH2(0x0001000100010001LL, 0x0003000300030003LL),
+                           SH2(0x0004000400040004LL, 0x0006000600060006LL),
+                           SH2(0x0005000500050005LL, 0x0007000700070007LL)};
+#undef SH2
     const __m512i ip[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
                            _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
                            _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
                            _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
     __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m256 macc = _mm256_setzero_ps();
-    for (int64_t S = 0; S < nsb; S++, w += 144, xr += 576) {
+    for (int64_t S = 0; S < nsb; S++, w += bb, xr += 576) {
         PF(w, PF_Q4_K);
         PF(w + 64, PF_Q4_K);
         PF(w + 128, PF_Q4_K);
+        if (five) PF(w + 175, PF_Q4_K);
         const float d = f16v(w), dmin = f16v(w + 2);
         uint32_t s0, s1, s2;
         memcpy(&s0, w + 4, 4);
@@ -698,12 +733,17 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
         const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)mnhi << 32) | mnlo))));
         macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), _mm256_load_ps((const float *)(xr + 512)), macc);
         const __m512 sc16 = _mm512_castps256_ps512(scf);
+        __m512i hb = _mm512_setzero_si512();
+        if (five) hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 16)));
         _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(w + 16 + 64 * p));
-            const __m512i ilo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4),
-                                                    _mm512_load_si512((const void *)(xr + 128 * p)));
-            const __m512i ihi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                                    _mm512_load_si512((const void *)(xr + 128 * p + 64)));
+            const __m512i v = _mm512_loadu_si512((const void *)(w + qo + 64 * p));
+            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (five) {
+                lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, hs[2 * p]), one), 4));
+                hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, hs[2 * p + 1]), one), 4));
+            }
+            const __m512i ilo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512((const void *)(xr + 128 * p)));
+            const __m512i ihi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_load_si512((const void *)(xr + 128 * p + 64)));
             const __m512 slo = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p)));
             const __m512 shi = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p + 1], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p + 64)));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), slo, acc);
@@ -713,7 +753,7 @@ AI void gemv_q4_k_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
     *out = hsum16(_mm512_add_ps(acc, acc1)) - hsum8(macc);
 }
 
-static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+AI void gemv_qk45(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int five) {
     const int64_t nsb = x->n_in / 256;
     uint8_t *xr = gscratch(1, (size_t)(nsb * 576) + 64);
     static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7}; /* sub-block in each 32-byte slot */
@@ -728,7 +768,13 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) gemv_q4_k_row(w + (uint64_t)r * rb, xr, nsb, y + r);
+        for (int64_t r = r0; r < r1; r++) gemv_qk45_row(w + (uint64_t)r * rb, xr, nsb, y + r, five);
+}
+static void gemv_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    gemv_qk45(w, rb, rq, x, y, 0);
+}
+static void gemv_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    gemv_qk45(w, rb, rq, x, y, 1);
 }
 
 /* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
@@ -821,10 +867,12 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
     k->gemm_q8[RF_TYPE_Q8_0] = gemm_q8_0;
     k->gemm_q8[RF_TYPE_Q4_K] = gemm_q4_k;
+    k->gemm_q8[RF_TYPE_Q5_K] = gemm_q5_k;
     k->gemm_q8[RF_TYPE_Q6_K] = gemm_q6_k;
     if (!__builtin_cpu_supports("avx512vbmi")) return;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
+    k->gemv_q8[RF_TYPE_Q5_K] = gemv_q5_k;
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
 }
