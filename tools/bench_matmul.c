@@ -48,8 +48,8 @@ static double bench(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w,
 
 int main(int argc, char **argv) {
     const int nth = argc > 1 ? atoi(argv[1]) : rf_physical_cores();
-    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "f16"};
-    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_F16};
+    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "f16"};
+    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_XS, RF_TYPE_F16};
     const int64_t shapes[][2] = {{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}, {32000, 2048}};
     const rf_isa isa = rf_isa_best();
     rf_threadpool *tp = rf_threadpool_new(nth);

@@ -238,6 +238,44 @@ static void pack_q5_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
     pack_qk45(w, ridx, b0, nbc, out, 1);
 }
 
+/* The IQ4_NL codebook plus 128 (unsigned codes for vpdpbusd; the zero point 128 goes through the
+ * activation sums), in each 128-bit lane for vpshufb. */
+AI __m512i iq4_utab(void) {
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
+                                                 (char)166, (char)181, (char)197, (char)217, (char)241));
+}
+
+/* IQ4_XS: BS 32, b0 and nbc multiples of 8; records of 576 bytes (weights u = value + 128, z =
+ * 128, s = d * (sc6 - 32)). Layout in quant.c: sub-block s of a 136-byte superblock has its 16
+ * quant bytes at 8 + 16s (element j low nibble, j + 16 high nibble). */
+static void pack_iq4_xs(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
+    (void)vidx;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), tab = iq4_utab();
+    for (int64_t S = b0 / 8; S < (b0 + nbc) / 8; S++, out += 8 * 576) {
+        const uint8_t *sb = w + S * 136;
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *p = sb + ridx[r];
+            const float d = f16v(p);
+            uint16_t sh;
+            memcpy(&sh, p + 2, 2);
+            for (int j = 0; j < 8; j++) {
+                const int ls = ((p[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((sh >> (2 * j)) & 3) << 4);
+                ((float *)(out + j * 576 + 512))[r] = d * (float)(ls - 32);
+            }
+        }
+        for (int h = 0; h < 2; h++) { /* quant bytes 64h..64h+63: sub-blocks 4h..4h+3 */
+            __m512i v[16];
+            for (int row = 0; row < 16; row++) v[row] = _mm512_loadu_si512((const void *)(sb + ridx[row] + 8 + 64 * h));
+            tr16(v);
+            for (int e = 0; e < 16; e++) { /* dword e % 4 of sub-block 4h + e / 4: groups e % 4 and e % 4 + 4 */
+                uint8_t *o = out + (4 * h + e / 4) * 576 + 64 * (e % 4);
+                _mm512_store_si512((void *)o, _mm512_shuffle_epi8(tab, _mm512_and_si512(v[e], m4)));
+                _mm512_store_si512((void *)(o + 256), _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi32(v[e], 4), m4)));
+            }
+        }
+    }
+}
+
 /* Q6_K: BS 16, b0 and nbc multiples of 16; records of 320 bytes (weights u = q in 0..63, z = 32,
  * s = d*sc). */
 static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64_t b0, int64_t nbc, uint8_t *out) {
@@ -367,6 +405,10 @@ static void gemm_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 static void gemm_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
     gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q5_k, mk_g8m);
+}
+static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
+                        int64_t n_tok, float *y) {
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 128, pack_iq4_xs, mk_g8);
 }
 static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                       int64_t n_tok, float *y) {
@@ -548,6 +590,7 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #define PF_Q8_0 3072
 #define PF_Q4_K 3072
 #define PF_Q6_K 3072
+#define PF_IQ4_XS 3072
 #ifndef PF_F16
 #define PF_F16 1536
 #endif
@@ -777,6 +820,68 @@ static void gemv_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     gemv_qk45(w, rb, rq, x, y, 1);
 }
 
+/* IQ4_XS: one superblock (136 bytes) per step. The 128 quant bytes are two registers; register p
+ * holds sub-blocks 4p..4p+3, 16 bytes each, so dword lane j belongs to sub-block 4p + j / 4: its
+ * low nibbles are elements 4(j % 4).., its high nibbles 16 + 4(j % 4)... Codes u = value + 128
+ * by vpshufb. Activation record per superblock (512 bytes): for each p, the codes of elements
+ * 0..15 of the four sub-blocks, of elements 16..31, then for both p 16 int32 -128 * sum (lane
+ * 4k: sub-block 4p + k) and 16 dx. The 8 scales d * (sc6 - 32) are unpacked with vpsrlvd and
+ * spread over the lanes with vpermps. */
+AI void gemv_iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), tab = iq4_utab();
+    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i ip[2] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                           _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4)};
+    __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t S = 0; S < nsb; S++, w += 136, xr += 512) {
+        PF(w, PF_IQ4_XS);
+        PF(w + 64, PF_IQ4_XS);
+        PF(w + 135, PF_IQ4_XS);
+        uint32_t sl;
+        uint16_t sh;
+        memcpy(&sl, w + 4, 4);
+        memcpy(&sh, w + 2, 2);
+        const __m256i ls = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15)),
+            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), shh), _mm256_set1_epi32(3)), 4));
+        const __m512 sc16 = _mm512_castps256_ps512(
+            _mm256_mul_ps(_mm256_set1_ps(f16v(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))));
+        _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(w + 8 + 64 * p));
+            const __m512i ulo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+            const __m512i uhi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            __m512i ia = _mm512_dpbusd_epi32(_mm512_load_si512((const void *)(xr + 256 + 64 * p)), ulo,
+                                             _mm512_load_si512((const void *)(xr + 128 * p)));
+            ia = _mm512_dpbusd_epi32(ia, uhi, _mm512_load_si512((const void *)(xr + 128 * p + 64)));
+            const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(ip[p], sc16), _mm512_load_ps((const float *)(xr + 384 + 64 * p)));
+            if (p) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc1);
+            else acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
+        }
+    }
+    *out = hsum16(_mm512_add_ps(acc, acc1));
+}
+
+static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nsb = x->n_in / 256;
+    uint8_t *xr = gscratch(1, (size_t)(nsb * 512) + 64);
+    for (int64_t S = 0; S < nsb; S++) {
+        uint8_t *o = xr + S * 512;
+        for (int p = 0; p < 2; p++)
+            for (int k = 0; k < 4; k++) {
+                const int64_t b = 8 * S + 4 * p + k;
+                memcpy(o + 128 * p + 16 * k, x->q + 32 * b, 16);
+                memcpy(o + 128 * p + 64 + 16 * k, x->q + 32 * b + 16, 16);
+                for (int j = 0; j < 4; j++) {
+                    ((int32_t *)(o + 256 + 64 * p))[4 * k + j] = j ? 0 : -128 * ((int32_t)x->s16[2 * b] + x->s16[2 * b + 1]);
+                    ((float *)(o + 384 + 64 * p))[4 * k + j] = x->d[b];
+                }
+            }
+    }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) gemv_iq4_xs_row(w + (uint64_t)r * rb, xr, nsb, y + r);
+}
+
 /* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
  * high-bit pairs come from one 32-byte qh load broadcast to both halves and shifted per half
  * with vpsllvw/vpsrlvw). Record per superblock: 4 x 16 int32 -32*sum16 (lane 4j: 16-block j of
@@ -869,10 +974,12 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q4_K] = gemm_q4_k;
     k->gemm_q8[RF_TYPE_Q5_K] = gemm_q5_k;
     k->gemm_q8[RF_TYPE_Q6_K] = gemm_q6_k;
+    k->gemm_q8[RF_TYPE_IQ4_XS] = gemm_iq4_xs;
     if (!__builtin_cpu_supports("avx512vbmi")) return;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
     k->gemv_q8[RF_TYPE_Q5_K] = gemv_q5_k;
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
+    k->gemv_q8[RF_TYPE_IQ4_XS] = gemv_iq4_xs;
 }
