@@ -1107,6 +1107,22 @@ HD int dot16(const uint32_t *w, int4 x, int s) {
     s = mm_dp4a((int)w[2], x.z, s);
     return mm_dp4a((int)w[3], x.w, s);
 }
+/* The IQ4_NL codebook entries (quant.c's rf_iq4nl_values) of 4 indices 0..15, one per byte of v,
+ * as 4 int8 in one word: two byte permutes over the table's halves, then a per-byte select by
+ * each index's bit 3. */
+HD uint32_t mm_iq4_lookup(uint32_t v) {
+#if defined(MM_DEVICE_PASS)
+    const uint32_t sel = (v & 7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
+    const uint32_t lo = __byte_perm(0xbfad9881u, 0xf6eaddcfu, sel), hi = __byte_perm(0x26190d01u, 0x71594535u, sel);
+    const uint32_t m = ((v >> 3) & 0x01010101u) * 0xffu;
+    return (hi & m) | (lo & ~m);
+#else
+    static const int8_t tab[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)(uint8_t)tab[(v >> (8 * i)) & 15u] << (8 * i);
+    return r;
+#endif
+}
 /* bits 0..3 of v -> bit 4 of bytes 0..3 */
 HD uint32_t spread4(uint32_t v) { return (((v & 0xfu) * 0x00204081u) & 0x01010101u) << 4; }
 
@@ -1135,6 +1151,54 @@ MM_UNROLL
         const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         const float2 dx = xd[0];
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
+    }
+};
+/* IQ4_NL: Q4_0's block with the nibbles indexing the codebook (mm_iq4_lookup), no offset. */
+struct VIQ4_NL {
+    typedef DecIQ4_NL Dec;
+    enum { QK = 32, BB = 18, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, q[4];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<4>(b + 2, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
+            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
+    }
+};
+/* IQ4_XS (layout in quant.c): unit u = sub-block u of the 136-byte superblock, its 16 quant bytes
+ * at 8 + 16u indexing the codebook (mm_iq4_lookup), its scale d * (sc6 - 32) from scales_l
+ * nibble u and scales_h bits 2u, 2u + 1. */
+struct VIQ4_XS {
+    typedef DecIQ4_XS Dec;
+    enum { QK = 256, BB = 136, UPB = 8, A = 8 };
+    struct Raw {
+        uint32_t h, l, q[4]; /* h: d | scales_h << 16; l: scales_l */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.h = ld32_a4(b);
+        r.l = ld32_a4(b + 4);
+        ldw_a4<16>(b + 8 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
+            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
+        const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
+        return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
     }
 };
 struct VQ4_1 {
@@ -2933,6 +2997,8 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
+    case RF_TYPE_IQ4_NL: return MVQ(VIQ4_NL);
+    case RF_TYPE_IQ4_XS: return MVQ(VIQ4_XS);
     default: return 0;
     }
 #undef MVQ
@@ -3293,6 +3359,8 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_NL: *out = host_qdot<VIQ4_NL>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_XS: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XS>(row, n_in, xq, xd); break;
     default: rc = -1; break;
     }
     free(xq);
