@@ -1153,17 +1153,10 @@ MM_UNROLL
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
     }
 };
-/* IQ4_NL: Q4_0's block with the nibbles indexing the codebook (mm_iq4_lookup), no offset. */
-struct VIQ4_NL {
+/* IQ4_NL: Q4_0's block (layout, loads) with the nibbles indexing the codebook (mm_iq4_lookup),
+ * no offset. */
+struct VIQ4_NL : VQ4_0 {
     typedef DecIQ4_NL Dec;
-    enum { QK = 32, BB = 18, UPB = 1, A = 2 };
-    struct Raw {
-        uint32_t d, q[4];
-    };
-    static HD void load(const uint8_t *b, int, Raw &r) {
-        r.d = ld16(b);
-        ldw_u2<4>(b + 2, r.q);
-    }
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
