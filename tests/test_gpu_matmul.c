@@ -205,7 +205,7 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
 static void test_host_qdot(void) {
     static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
                                   RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8,
-                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
+                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
         const int64_t n_in = 768;

@@ -1378,6 +1378,65 @@ MM_UNROLL
         return v;
     }
 };
+/* Q2_K and Q3_K (layouts in quant.c): unit u = the 32 elements 32u.. of the superblock (half h =
+ * u / 4, k = u % 4): bits 2k..2k+1 of the 32 quant bytes of half h (Q3_K: plus bit u of hmask[l]
+ * as bit 2), two 16-element scale groups 2u, 2u + 1. The codes enter dp4a unsigned; Q2_K's mins
+ * and Q3_K's offset -4 use the 16-element sums of x (dp4a with ones), as Q6_K's -32. */
+HD int sum16x(int4 x) {
+    const uint32_t ones[4] = {0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u};
+    return dot16(ones, x, 0);
+}
+struct VQ2_K {
+    typedef DecQ2_K Dec;
+    enum { QK = 256, BB = 84, UPB = 8, A = 4 };
+    struct Raw {
+        uint32_t sc, dm, q[8]; /* sc: scale bytes 2u, 2u + 1 (low nibble scale, high nibble min) */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.sc = ld16(b + 2 * u);
+        r.dm = ld32_a4(b + 80);
+        ldw_a4<32>(b + 16 + 32 * (u >> 2), r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int k = u & 3;
+        uint32_t c[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) c[i] = (r.q[i] >> (2 * k)) & 0x03030303u;
+        const int4 x0 = ldx16s<SW>(xq + 32 * u), x1 = ldx16s<SW>(xq + 32 * u + 16);
+        const int s0 = dot16(c, x0, 0), s1 = dot16(c + 4, x1, 0);
+        const float sc0 = (float)(r.sc & 0xfu), m0 = (float)((r.sc >> 4) & 0xfu);
+        const float sc1 = (float)((r.sc >> 8) & 0xfu), m1 = (float)((r.sc >> 12) & 0xfu);
+        const float d = mm_h2f((uint16_t)(r.dm & 0xffffu)), dmin = mm_h2f((uint16_t)(r.dm >> 16));
+        return xd[u].x * (d * (sc0 * (float)s0 + sc1 * (float)s1) - dmin * (m0 * (float)sum16x(x0) + m1 * (float)sum16x(x1)));
+    }
+};
+struct VQ3_K {
+    typedef DecQ3_K Dec;
+    enum { QK = 256, BB = 110, UPB = 8, A = 2 };
+    struct Raw {
+        uint32_t d, sc[2], hm[8], q[8]; /* sc: the 6-bit scales 2u, 2u + 1, stored +32 */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 108);
+        ldw_u2<8>(b, r.hm);
+        ldw_u2<8>(b + 32 + 32 * (u >> 2), r.q);
+MM_UNROLL
+        for (int t = 0; t < 2; t++) {
+            const int s = 2 * u + t;
+            const uint32_t lo = s < 8 ? b[96 + s] & 0xfu : (uint32_t)b[96 + s - 8] >> 4;
+            r.sc[t] = lo | (((uint32_t)b[104 + (s & 3)] >> (2 * (s >> 2)) & 3u) << 4);
+        }
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int k = u & 3;
+        uint32_t c[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) c[i] = ((r.q[i] >> (2 * k)) & 0x03030303u) | (((r.hm[i] >> u) & 0x01010101u) << 2);
+        const int4 x0 = ldx16s<SW>(xq + 32 * u), x1 = ldx16s<SW>(xq + 32 * u + 16);
+        const int s0 = dot16(c, x0, 0) - 4 * sum16x(x0), s1 = dot16(c + 4, x1, 0) - 4 * sum16x(x1);
+        return mm_h2f((uint16_t)r.d) * xd[u].x * ((float)((int)r.sc[0] - 32) * (float)s0 + (float)((int)r.sc[1] - 32) * (float)s1);
+    }
+};
 /* Q6_K unit u (0..3): half h = u / 2, v = u % 2: elements 16v.. of the four 32-element quarters t
  * of half h, from ql bytes [64h + 16v, +16) (quarters 0, 2: low, high nibbles) and
  * [64h + 32 + 16v, +16) (quarters 1, 3), qh bytes [32h + 16v, +16) (bits 2t, 2t + 1), scales
@@ -2990,6 +3049,8 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
+    case RF_TYPE_Q2_K: return MVQ(VQ2_K);
+    case RF_TYPE_Q3_K: return MVQ(VQ3_K);
     case RF_TYPE_IQ4_NL: return MVQ(VIQ4_NL);
     case RF_TYPE_IQ4_XS: return MVQ(VIQ4_XS);
     default: return 0;
@@ -3352,6 +3413,8 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q2_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ2_K>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q3_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ3_K>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_NL: *out = host_qdot<VIQ4_NL>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_XS: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XS>(row, n_in, xq, xd); break;
     default: rc = -1; break;
