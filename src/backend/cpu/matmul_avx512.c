@@ -239,10 +239,9 @@ static void pack_q5_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
 }
 
 /* The IQ4_NL codebook plus 128 (unsigned codes for vpdpbusd; the zero point 128 goes through the
- * activation sums), in each 128-bit lane for vpshufb. */
+ * activation sums; + 128 on int8 flips the top bit), in each 128-bit lane for vpshufb. */
 AI __m512i iq4_utab(void) {
-    return _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
-                                                 (char)166, (char)181, (char)197, (char)217, (char)241));
+    return _mm512_broadcast_i32x4(_mm_xor_si128(iq4_codebook(), _mm_set1_epi8((char)0x80)));
 }
 
 /* IQ4_XS: BS 32, b0 and nbc multiples of 8; records of 576 bytes (weights u = value + 128, z =

@@ -1107,19 +1107,27 @@ HD int dot16(const uint32_t *w, int4 x, int s) {
     s = mm_dp4a((int)w[2], x.z, s);
     return mm_dp4a((int)w[3], x.w, s);
 }
-/* The IQ4_NL codebook entries (quant.c's rf_iq4nl_values) of 4 indices 0..15, one per byte of v,
- * as 4 int8 in one word: two byte permutes over the table's halves, then a per-byte select by
- * each index's bit 3. */
+/* The IQ4_NL codebook (quant.c's rf_iq4nl_values), four int8 entries per word, entry 0 lowest. */
+#define MM_IQ4_W0 0xbfad9881u
+#define MM_IQ4_W1 0xf6eaddcfu
+#define MM_IQ4_W2 0x26190d01u
+#define MM_IQ4_W3 0x71594535u
+/* The codebook entries of 4 indices 0..15, one per byte of v, as 4 int8 in one word: two byte
+ * permutes over the table's halves, then a per-byte select by each index's bit 3 (the host twin
+ * reads the same words byte by byte). */
 HD uint32_t mm_iq4_lookup(uint32_t v) {
 #if defined(MM_DEVICE_PASS)
     const uint32_t sel = (v & 7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
-    const uint32_t lo = __byte_perm(0xbfad9881u, 0xf6eaddcfu, sel), hi = __byte_perm(0x26190d01u, 0x71594535u, sel);
+    const uint32_t lo = __byte_perm(MM_IQ4_W0, MM_IQ4_W1, sel), hi = __byte_perm(MM_IQ4_W2, MM_IQ4_W3, sel);
     const uint32_t m = ((v >> 3) & 0x01010101u) * 0xffu;
     return (hi & m) | (lo & ~m);
 #else
-    static const int8_t tab[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    const uint32_t w[4] = {MM_IQ4_W0, MM_IQ4_W1, MM_IQ4_W2, MM_IQ4_W3};
     uint32_t r = 0;
-    for (int i = 0; i < 4; i++) r |= (uint32_t)(uint8_t)tab[(v >> (8 * i)) & 15u] << (8 * i);
+    for (int i = 0; i < 4; i++) {
+        const uint32_t e = (v >> (8 * i)) & 15u;
+        r |= ((w[e >> 2] >> (8 * (e & 3))) & 0xffu) << (8 * i);
+    }
     return r;
 #endif
 }
