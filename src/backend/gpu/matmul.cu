@@ -2519,6 +2519,7 @@ struct rf_gpu_matmul_ctx {
     int warp_size;
     int force_tiled;
     int legacy_mv; /* RF_MM_LEGACY_MV=1: the tiled-x matvec (k_matvec) for every n (benchmarks) */
+    int deep_few;  /* RF_MM_DEEP_FEW=0: F16 / BF16 matvecs of few rows per warp keep UN = 4 (A/B) */
     int n_sm;
     int f32_mv;  /* RF_MM_F32_MV=1: no int8-activation matvec (the f32 k_mv is the reference) */
     int q_max_n; /* largest n of the int8 path: 1, or 2 with RF_MM_I8_N2=1 (see the header) */
@@ -2589,6 +2590,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->stream = (mmStream_t)stream;
     ctx->warp_size = ws;
     ctx->legacy_mv = getenv("RF_MM_LEGACY_MV") && atoi(getenv("RF_MM_LEGACY_MV")) != 0;
+    ctx->deep_few = !(getenv("RF_MM_DEEP_FEW") && atoi(getenv("RF_MM_DEEP_FEW")) == 0);
     ctx->f32_mv = getenv("RF_MM_F32_MV") && atoi(getenv("RF_MM_F32_MV")) != 0;
     ctx->q_max_n = getenv("RF_MM_I8_N2") && atoi(getenv("RF_MM_I8_N2")) != 0 ? 2 : 1;
 #ifdef MM_HIP
@@ -2847,6 +2849,27 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     return mm_check(mmGetLastError(), "matvec launch");
 }
 
+/* 1 when these outputs should take k_mvp<F, 2 * UN> rather than k_mvp<F, UN>: one resident wave
+ * of the UN instance gives each warp at most two rows (a 4096-row projection on an H200: 2 rows
+ * for 2048 of the 3168 warps that fit), and the 2 * UN instance, fewer of whose blocks fit, needs
+ * no more rows per warp. Such a warp runs only a few pipeline steps, each waiting about one
+ * memory latency with two steps of loads in flight, so the kernel is latency-bound below the
+ * streaming rate (7B F16, H200: o and down 3.2-3.7 TB/s against 4.3-4.4 for q/k/v and gate/up,
+ * phase stamps 2026-11-22); twice the units per step doubles the bytes in flight per warp. */
+template <class F, int UN>
+static bool mvp_few_rows(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in) {
+    if (!ctx->deep_few || nouts < 1 || nouts > MV_MAX_OUTS) return false;
+    int64_t rows = 0;
+    for (int i = 0; i < nouts; i++) rows += outs[i].n_out > 0 ? outs[i].n_out : 0;
+    const size_t smem = mvp_smem_bytes(F::F32X, n_in);
+    const int64_t wsm = (int64_t)ctx->n_sm * MVP_THREADS / ctx->warp_size;
+    const int64_t w1 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem);
+    const int64_t w2 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, 2 * UN>, smem);
+    if (rows <= 0 || w1 <= 0 || w2 <= 0) return false;
+    const int64_t rpw1 = (rows + w1 - 1) / w1, rpw2 = (rows + w2 - 1) / w2;
+    return rpw1 <= 2 && rpw2 == rpw1;
+}
+
 /* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
  * n == 1, x and norm_w 16-byte aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the
  * staged x within MV_SMEM_MAX, every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
@@ -2939,11 +2962,15 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     switch (type) {
     case RF_TYPE_F32: return mv_try_plain<DecF32x4, DecF32x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
     case RF_TYPE_F16: {
-        const int rp = mvp_try<MvpF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        const int rp = mvp_few_rows<MvpF16, 4>(ctx, outs, nouts, n_in)
+                           ? mvp_try<MvpF16, 8>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum)
+                           : mvp_try<MvpF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
         return rp ? rp : mv_try_plain<DecF16x8, DecF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
     }
     case RF_TYPE_BF16: {
-        const int rp = mvp_try<MvpBF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        const int rp = mvp_few_rows<MvpBF16, 4>(ctx, outs, nouts, n_in)
+                           ? mvp_try<MvpBF16, 8>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum)
+                           : mvp_try<MvpBF16, 4>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
         return rp ? rp : mv_try_plain<DecBF16x8, DecBF16x1>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
     }
     case RF_TYPE_Q4_0: return MVT(DecQ4_0);
