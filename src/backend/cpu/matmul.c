@@ -264,7 +264,9 @@ void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int6
      * chunks per thread, multiples of 16 rows (gemm tiles; y cache lines not shared). */
     const int nth = tp ? rf_threadpool_size(tp) : 1;
     if (n_tok == 1 && (c.use_q8 ? c.k->gemv_q8[type] != NULL : c.k->gemv_f32[type] != NULL)) c.path = 1;
-    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL : c.k->gemm_f32[type] != NULL)) c.path = 2;
+    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL && n_tok >= c.k->gemm_q8_min_tok[type]
+                                                : c.k->gemm_f32[type] != NULL))
+        c.path = 2;
     if (c.path) {
         int64_t chunk = n_out / ((int64_t)nth * (c.path == 1 ? 4 : 8));
         chunk = RF_MAX(16, (chunk + 15) / 16 * 16);
