@@ -35,7 +35,9 @@
 
 #define AI static inline __attribute__((always_inline))
 
+#ifndef GT
 #define GT 4     /* tokens per micro-kernel pass */
+#endif
 #define KCQ 1024 /* K elements per packed chunk (multiple of 256) */
 
 AI float f16s(const uint8_t *p) {
@@ -64,6 +66,17 @@ AI void tr8(__m256i r[8]) {
     }
 }
 
+/* The accumulations below are written as chains so that the products of one group can be added
+ * as they come (about 2T + 4 live registers). GCC re-associates integer vector adds into trees,
+ * which computes all G x T products first and spills most of them (mk_s8: 244 stack accesses per
+ * block loop); the saturating int16 add (same result within the bounds above) and the empty asm
+ * on the int32 add are not re-associated. */
+AI __m256i add32_chain(__m256i a, __m256i b) {
+    __m256i r = _mm256_add_epi32(a, b);
+    __asm__("" : "+x"(r));
+    return r;
+}
+
 /* Micro-kernel: nbc packed block records (BS = 4G k-values: G x 32 bytes of codes, 8 floats s,
  * with has_m 8 floats m) against T <= GT tokens of the packed activations (per block: [GT][BS]
  * int8 codes, and [GT] each of -z*sum(xq), d_x, d_x*sum(xq)); rows whose mask lane is set are
@@ -89,10 +102,10 @@ AI void mk_q8(const uint8_t *pk, int64_t nbc, const int G, const int GI, const i
                 __m256i xb = _mm256_set1_epi32(v);
                 if (sgn) xb = _mm256_sign_epi8(xb, wv);
                 const __m256i p = _mm256_maddubs_epi16(ua, xb);
-                i16[t] = g % GI ? _mm256_add_epi16(i16[t], p) : p;
+                i16[t] = g % GI ? _mm256_adds_epi16(i16[t], p) : p;
                 if (g % GI == GI - 1) {
                     const __m256i s32 = _mm256_madd_epi16(i16[t], ones);
-                    ia[t] = g == GI - 1 ? s32 : _mm256_add_epi32(ia[t], s32);
+                    ia[t] = g == GI - 1 ? s32 : add32_chain(ia[t], s32);
                 }
             }
         }
@@ -119,6 +132,8 @@ typedef void (*mk_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32
         case 1: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 1, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
         case 2: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 2, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
         case 3: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 3, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
+        case 4: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, RF_MIN(4, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
+        case 5: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, RF_MIN(5, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
         default: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, xp, xz, xd, xds, y, n_out, mask, acc); break;          \
         }                                                                                                         \
     }
