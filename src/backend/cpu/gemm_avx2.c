@@ -35,9 +35,10 @@
 
 #define AI static inline __attribute__((always_inline))
 
-#ifndef GT
-#define GT 4     /* tokens per micro-kernel pass */
-#endif
+/* Tokens per micro-kernel pass: 2T + 4 registers live (T accumulators, T int sums, weights, a
+ * broadcast, constants), so 6 for the 4-bit kernels; 4 where the sign trick or Q6_K's shorter
+ * int16 chains need more (6 spilled there). */
+#define GT_MAX 6
 #define KCQ 1024 /* K elements per packed chunk (multiple of 256) */
 
 AI float f16s(const uint8_t *p) {
@@ -83,16 +84,16 @@ AI __m256i add32_chain(__m256i a, __m256i b) {
  * written to y (token t at y + t * n_out), added to what y holds when accumulate. GI: groups per
  * int16 sum (bounds above); sgn: signed codes (sign trick). */
 AI void mk_q8(const uint8_t *pk, int64_t nbc, const int G, const int GI, const int sgn, const int has_m, const int zp,
-              const int T, const int8_t *xp, const int32_t *xz, const float *xd, const float *xds, float *y,
+              const int GT, const int T, const int8_t *xp, const int32_t *xz, const float *xd, const float *xds, float *y,
               int64_t n_out, __m256i mask, int accumulate) {
     const int BS = 4 * G;
     const int64_t rec = 32 * G + 32 + (has_m ? 32 : 0);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[GT];
+    __m256 acc[GT_MAX];
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
         acc[t] = accumulate ? _mm256_maskload_ps(y + t * n_out, mask) : _mm256_setzero_ps();
     for (int64_t i = 0; i < nbc; i++, pk += rec, xp += GT * BS, xz += GT, xd += GT, xds += GT) {
-        __m256i ia[GT], i16[GT];
+        __m256i ia[GT_MAX], i16[GT_MAX];
         _Pragma("GCC unroll 8") for (int g = 0; g < G; g++) {
             const __m256i wv = _mm256_load_si256((const __m256i *)(pk + 32 * g));
             const __m256i ua = sgn ? _mm256_sign_epi8(wv, wv) : wv;
@@ -125,23 +126,23 @@ AI void mk_q8(const uint8_t *pk, int64_t nbc, const int G, const int GI, const i
 typedef void (*mk_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32_t *, const float *, const float *,
                       float *, int64_t, __m256i, int);
 
-#define MK_Q8(name, G, GI, sgn, has_m, zp)                                                                        \
-    static void name(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz, const float *xd,   \
-                     const float *xds, float *y, int64_t n_out, __m256i mask, int acc) {                           \
-        switch (T) {                                                                                              \
-        case 1: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 1, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
-        case 2: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 2, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
-        case 3: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, 3, xp, xz, xd, xds, y, n_out, mask, acc); break;            \
-        case 4: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, RF_MIN(4, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
-        case 5: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, RF_MIN(5, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
-        default: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, xp, xz, xd, xds, y, n_out, mask, acc); break;          \
-        }                                                                                                         \
+#define MK_Q8(name, G, GI, sgn, has_m, zp, GT)                                                                     \
+    static void name(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz, const float *xd,    \
+                     const float *xds, float *y, int64_t n_out, __m256i mask, int acc) {                            \
+        switch (T) {                                                                                               \
+        case 1: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, 1, xp, xz, xd, xds, y, n_out, mask, acc); break;         \
+        case 2: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, 2, xp, xz, xd, xds, y, n_out, mask, acc); break;         \
+        case 3: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, 3, xp, xz, xd, xds, y, n_out, mask, acc); break;         \
+        case 4: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, RF_MIN(4, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
+        case 5: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, RF_MIN(5, GT), xp, xz, xd, xds, y, n_out, mask, acc); break; \
+        default: mk_q8(pk, nbc, G, GI, sgn, has_m, zp, GT, GT, xp, xz, xd, xds, y, n_out, mask, acc); break;       \
+        }                                                                                                          \
     }
-MK_Q8(mk_u4z, 8, 8, 0, 0, 8)   /* Q4_0 */
-MK_Q8(mk_s8, 8, 1, 1, 0, 0)    /* Q8_0, IQ4_XS */
-MK_Q8(mk_u4m, 8, 8, 0, 1, 0)   /* Q4_K */
-MK_Q8(mk_u5m, 8, 4, 0, 1, 0)   /* Q5_K */
-MK_Q8(mk_u6z, 4, 2, 0, 0, 32)  /* Q6_K */
+MK_Q8(mk_u4z, 8, 8, 0, 0, 8, 6)   /* Q4_0 */
+MK_Q8(mk_s8, 8, 1, 1, 0, 0, 4)    /* Q8_0, IQ4_XS */
+MK_Q8(mk_u4m, 8, 8, 0, 1, 0, 6)   /* Q4_K */
+MK_Q8(mk_u5m, 8, 4, 0, 1, 0, 6)   /* Q5_K */
+MK_Q8(mk_u6z, 4, 2, 0, 0, 32, 4)  /* Q6_K */
 
 /* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 8 rows at w + ridx[i] into
  * consecutive records (layout above). Rows are read with plain loads and transposed in
@@ -318,9 +319,10 @@ static void pack_iq4_xs(const uint8_t *w, const int32_t *ridx, int64_t b0, int64
     }
 }
 
-/* Shared driver. G: groups of 4 per block (BS = 4G), has_m: per-block mins, zp: zero point. */
-static void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok,
-                        float *y, const int G, const int has_m, const int zp, pack_fn pack, mk_fn mk) {
+/* Shared driver. G: groups of 4 per block (BS = 4G), has_m: per-block mins, zp: zero point, GT:
+ * the micro-kernel's tokens per pass. */
+AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok,
+                    float *y, const int G, const int has_m, const int zp, const int GT, pack_fn pack, mk_fn mk) {
     const int BS = 4 * G;
     const int64_t n_in = x->n_in, nbx = n_in / 32, nbz = n_in / BS;
     const int64_t rec = 32 * G + 32 + (has_m ? 32 : 0);
@@ -382,22 +384,22 @@ static void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_ou
 }
 
 static void gemm_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 8, pack_q4_0, mk_u4z);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 8, 6, pack_q4_0, mk_u4z);
 }
 static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, pack_q8_0, mk_s8);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_q8_0, mk_s8);
 }
 static void gemm_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_u4m);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, 6, pack_q4_k, mk_u4m);
 }
 static void gemm_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q5_k, mk_u5m);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, 6, pack_q5_k, mk_u5m);
 }
 static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_u6z);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 32, 4, pack_q6_k, mk_u6z);
 }
 static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
-    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, pack_iq4_xs, mk_s8);
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_iq4_xs, mk_s8);
 }
 
 /* Thresholds (gemm_q8_min_tok): below them the per-row kernels (matmul_x86.inc: one row
