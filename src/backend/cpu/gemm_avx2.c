@@ -139,42 +139,98 @@ typedef void (*mk_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32
         }                                                                                                          \
     }
 MK_Q8(mk_u4z, 8, 8, 0, 0, 8, 6)   /* Q4_0 */
-MK_Q8(mk_s8, 8, 1, 1, 0, 0, 4)    /* Q8_0, IQ4_XS */
-MK_Q8(mk_u4m, 8, 8, 0, 1, 0, 6)   /* Q4_K */
-MK_Q8(mk_u5m, 8, 4, 0, 1, 0, 6)   /* Q5_K */
+MK_Q8(mk_s8, 8, 1, 1, 0, 0, 4)    /* Q8_0, IQ4_XS, IQ4_NL */
+MK_Q8(mk_u4m, 8, 8, 0, 1, 0, 6)   /* Q4_K, Q4_1 */
+MK_Q8(mk_u5m, 8, 4, 0, 1, 0, 6)   /* Q5_K, Q5_1 */
 MK_Q8(mk_u6z, 4, 2, 0, 0, 32, 4)  /* Q6_K */
+MK_Q8(mk_u5z, 8, 4, 0, 0, 16, 6)  /* Q5_0 */
 
 /* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 8 rows at w + ridx[i] into
  * consecutive records (layout above). Rows are read with plain loads and transposed in
  * registers. */
 typedef void (*pack_fn)(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out);
 
-/* Q4_0: BS 32, u = nibble (0..15), z = 8, s = d. Two blocks per transpose: the 16 quant bytes of
- * block b in the low half, of block b + 1 in the high half (dword e: bytes 4e..4e+3, low nibbles
- * group e, high nibbles group e + 4). */
-static void pack_q4_0(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nbc; i += 2, out += 2 * 288) {
+/* Byte i = 0xFF where bit i of x is set (as in matmul_x86.inc). */
+AI __m256i bits32(uint32_t x) {
+    __m256i v = _mm256_set1_epi32((int)x);
+    v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
+    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+/* Legacy 32-element blocks (layouts in quant.c), kind: 0 Q4_0 (u = nibble, z = 8), 1 Q4_1 (u =
+ * nibble, m), 2 Q5_0 (u = nibble + 16 * bit e of qh, z = 16), 3 Q5_1 (the same u, m), 4 IQ4_NL
+ * (signed codebook values); s = d. Records of 288 bytes, 320 with m. The 16 quant bytes end each
+ * block (at bb - 16); two blocks per transpose: block b in the low half, b + 1 in the high half
+ * (dword e: bytes 4e..4e+3, low nibbles group e, high nibbles group e + 4). Q5 fifth bits: qh
+ * expanded to one byte per element (bit 4) and transposed like the quants. */
+AI void pack_legacy(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out, const int kind) {
+    const int bb = kind == 0 || kind == 4 ? 18 : kind == 1 ? 20 : kind == 2 ? 22 : 24, qo = bb - 16;
+    const int has_m = kind == 1 || kind == 3, five = kind == 2 || kind == 3, ho = kind == 2 ? 2 : 4;
+    const int64_t rec = has_m ? 320 : 288;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m256i tab = _mm256_set_m128i(cb, cb);
+    for (int64_t i = 0; i < nbc; i += 2, out += 2 * rec) {
         const int two = i + 1 < nbc;
         __m256i r[8];
-        _Alignas(16) uint16_t dk[2][8];
+        _Alignas(16) uint16_t dk[2][8], mk[2][8];
+        uint32_t qh[2][8];
         for (int row = 0; row < 8; row++) {
-            const uint8_t *p = w + ridx[row] + (b0 + i) * 18;
-            const __m128i a = _mm_loadu_si128((const __m128i *)(p + 2));
-            r[row] = _mm256_set_m128i(two ? _mm_loadu_si128((const __m128i *)(p + 20)) : a, a);
+            const uint8_t *p = w + ridx[row] + (b0 + i) * bb, *p1 = two ? p + bb : p;
+            const __m128i a = _mm_loadu_si128((const __m128i *)(p + qo));
+            r[row] = _mm256_set_m128i(two ? _mm_loadu_si128((const __m128i *)(p1 + qo)) : a, a);
             memcpy(&dk[0][row], p, 2);
-            memcpy(&dk[1][row], two ? p + 18 : p, 2);
+            memcpy(&dk[1][row], p1, 2);
+            if (has_m) {
+                memcpy(&mk[0][row], p + 2, 2);
+                memcpy(&mk[1][row], p1 + 2, 2);
+            }
+            if (five) {
+                memcpy(&qh[0][row], p + ho, 4);
+                memcpy(&qh[1][row], p1 + ho, 4);
+            }
         }
         tr8(r);
         for (int k = 0; k < 1 + two; k++) {
-            uint8_t *o = out + k * 288;
+            uint8_t *o = out + k * rec;
             _mm256_store_ps((float *)(o + 256), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dk[k])));
+            if (has_m) _mm256_store_ps((float *)(o + 288), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)mk[k])));
+            __m256i hv[8];
+            if (five) {
+                for (int row = 0; row < 8; row++) hv[row] = _mm256_and_si256(bits32(qh[k][row]), x10);
+                tr8(hv);
+            }
             for (int j = 0; j < 4; j++) {
-                _mm256_store_si256((__m256i *)(o + 32 * j), _mm256_and_si256(r[4 * k + j], m4));
-                _mm256_store_si256((__m256i *)(o + 32 * (j + 4)), _mm256_and_si256(_mm256_srli_epi32(r[4 * k + j], 4), m4));
+                __m256i lo = _mm256_and_si256(r[4 * k + j], m4), hi = _mm256_and_si256(_mm256_srli_epi32(r[4 * k + j], 4), m4);
+                if (five) {
+                    lo = _mm256_or_si256(lo, hv[j]);
+                    hi = _mm256_or_si256(hi, hv[j + 4]);
+                }
+                if (kind == 4) {
+                    lo = _mm256_shuffle_epi8(tab, lo);
+                    hi = _mm256_shuffle_epi8(tab, hi);
+                }
+                _mm256_store_si256((__m256i *)(o + 32 * j), lo);
+                _mm256_store_si256((__m256i *)(o + 32 * (j + 4)), hi);
             }
         }
     }
+}
+static void pack_q4_0(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_legacy(w, ridx, b0, nbc, out, 0);
+}
+static void pack_q4_1(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_legacy(w, ridx, b0, nbc, out, 1);
+}
+static void pack_q5_0(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_legacy(w, ridx, b0, nbc, out, 2);
+}
+static void pack_q5_1(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_legacy(w, ridx, b0, nbc, out, 3);
+}
+static void pack_iq4_nl(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_legacy(w, ridx, b0, nbc, out, 4);
 }
 
 /* Q8_0: BS 32, signed codes as stored, s = d. */
@@ -386,6 +442,18 @@ AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, c
 static void gemm_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
     gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 8, 6, pack_q4_0, mk_u4z);
 }
+static void gemm_q4_1(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, 6, pack_q4_1, mk_u4m);
+}
+static void gemm_q5_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 16, 6, pack_q5_0, mk_u5z);
+}
+static void gemm_q5_1(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, 6, pack_q5_1, mk_u5m);
+}
+static void gemm_iq4_nl(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_iq4_nl, mk_s8);
+}
 static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
     gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_q8_0, mk_s8);
 }
@@ -408,7 +476,8 @@ static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_ou
  * stream. Measured with weights cycled over 8 copies (8192 x 2048, 2 threads, us per token,
  * per-row / GEMM): Q4_0 n_tok 3: 249 / 373, 4: 293 / 306, 6: 253 / 196; Q4_K 4: 291 / 402,
  * 6: 321 / 265; Q6_K 4: 413 / 562, 5: 448 / 389; Q8_0 8: 297 / 332, 10: 243 / 227, 64: 228 / 164
- * (its sign trick costs an extra operation per product group). */
+ * (its sign trick costs an extra operation per product group); Q4_1 6: 253 / 248, 8: 238 / 179;
+ * Q5_0 6: 300 / 315, 8: 313 / 206; Q5_1 6: 318 / 311, 8: 273 / 227; IQ4_NL 5: 287 / 248. */
 void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
     k->gemm_q8[RF_TYPE_Q8_0] = gemm_q8_0;
@@ -416,7 +485,15 @@ void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q5_K] = gemm_q5_k;
     k->gemm_q8[RF_TYPE_Q6_K] = gemm_q6_k;
     k->gemm_q8[RF_TYPE_IQ4_XS] = gemm_iq4_xs;
+    k->gemm_q8[RF_TYPE_Q4_1] = gemm_q4_1;
+    k->gemm_q8[RF_TYPE_Q5_0] = gemm_q5_0;
+    k->gemm_q8[RF_TYPE_Q5_1] = gemm_q5_1;
+    k->gemm_q8[RF_TYPE_IQ4_NL] = gemm_iq4_nl;
     k->gemm_q8_min_tok[RF_TYPE_Q4_0] = 5;
+    k->gemm_q8_min_tok[RF_TYPE_Q4_1] = 8;
+    k->gemm_q8_min_tok[RF_TYPE_Q5_0] = 8;
+    k->gemm_q8_min_tok[RF_TYPE_Q5_1] = 8;
+    k->gemm_q8_min_tok[RF_TYPE_IQ4_NL] = 5;
     k->gemm_q8_min_tok[RF_TYPE_Q8_0] = 10;
     k->gemm_q8_min_tok[RF_TYPE_Q4_K] = 5;
     k->gemm_q8_min_tok[RF_TYPE_Q5_K] = 5;
