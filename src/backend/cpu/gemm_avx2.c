@@ -144,6 +144,8 @@ MK_Q8(mk_u4m, 8, 8, 0, 1, 0, 6)   /* Q4_K, Q4_1 */
 MK_Q8(mk_u5m, 8, 4, 0, 1, 0, 6)   /* Q5_K, Q5_1 */
 MK_Q8(mk_u6z, 4, 2, 0, 0, 32, 4)  /* Q6_K */
 MK_Q8(mk_u5z, 8, 4, 0, 0, 16, 6)  /* Q5_0 */
+MK_Q8(mk_u2m, 4, 4, 0, 1, 0, 6)   /* Q2_K */
+MK_Q8(mk_u3z, 4, 4, 0, 0, 4, 6)   /* Q3_K */
 
 /* Packers: blocks [b0, b0 + nbc) (in the format's BS units) of the 8 rows at w + ridx[i] into
  * consecutive records (layout above). Rows are read with plain loads and transposed in
@@ -343,6 +345,59 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t
     }
 }
 
+/* Q2_K (three = 0) and Q3_K (three = 1): BS 16, b0 and nbc multiples of 16; records of 192 /
+ * 160 bytes. Element 128h + 32k + l of a superblock is bits 2k..2k+1 of qs[32h + l] (qs at 16 /
+ * 32), in 16-block 8h + 2k + l / 16. Q2_K: u in 0..3, s = d * sc, m = -dmin * mn (scale byte j:
+ * sc low nibble, mn high nibble; d, dmin at 80, 82). Q3_K: u = low2 + 4 * (bit 4h + k of
+ * hmask[l]) in 0..7, z = 4, s = d * (sc6 - 32) (6-bit scales as in quant.c, d at 108). */
+AI void pack_qk23(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out, const int three) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const int bb = three ? 110 : 84, qo = three ? 32 : 16;
+    const int64_t rec = three ? 160 : 192;
+    for (int64_t S = b0 / 16; S < (b0 + nbc) / 16; S++, out += 16 * rec) {
+        const uint8_t *sb = w + S * bb;
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *p = sb + ridx[r];
+            if (three) {
+                const float d = f16s(p + 108);
+                const uint8_t *sc = p + 96;
+                for (int j = 0; j < 16; j++) {
+                    const int lo = j < 8 ? (sc[j] & 0xF) : (sc[j - 8] >> 4), hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+                    ((float *)(out + j * rec + 128))[r] = d * (float)((lo | (hi << 4)) - 32);
+                }
+            } else {
+                const float d = f16s(p + 80), dmin = f16s(p + 82);
+                for (int j = 0; j < 16; j++) {
+                    ((float *)(out + j * rec + 128))[r] = d * (float)(p[j] & 0xF);
+                    ((float *)(out + j * rec + 160))[r] = -dmin * (float)(p[j] >> 4);
+                }
+            }
+        }
+        __m256i hm[8]; /* Q3_K: hm[e] = hmask dword e (l = 4e..4e+3) of the 8 rows */
+        if (three) {
+            for (int row = 0; row < 8; row++) hm[row] = _mm256_loadu_si256((const __m256i *)(sb + ridx[row]));
+            tr8(hm);
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i v[8];
+            for (int row = 0; row < 8; row++) v[row] = _mm256_loadu_si256((const __m256i *)(sb + ridx[row] + qo + 32 * h));
+            tr8(v);
+            for (int k = 0; k < 4; k++)
+                for (int e = 0; e < 8; e++) {
+                    __m256i u = _mm256_and_si256(_mm256_srli_epi32(v[e], 2 * k), m3);
+                    if (three) u = _mm256_or_si256(u, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hm[e], 4 * h + k), one), 2));
+                    _mm256_store_si256((__m256i *)(out + (8 * h + 2 * k + e / 4) * rec + 32 * (e % 4)), u);
+                }
+        }
+    }
+}
+static void pack_q2_k(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_qk23(w, ridx, b0, nbc, out, 0);
+}
+static void pack_q3_k(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
+    pack_qk23(w, ridx, b0, nbc, out, 1);
+}
+
 /* IQ4_XS: BS 32, b0 and nbc multiples of 8; records of 288 bytes (signed codebook values,
  * s = d * (sc6 - 32)). Sub-block s of a 136-byte superblock has its 16 quant bytes at 8 + 16s
  * (element j low nibble, j + 16 high nibble); two sub-blocks per transpose as for Q4_0. */
@@ -401,7 +456,7 @@ AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, c
             const int64_t bx = G == 8 ? b : b >> 1;
             xz[o] = !tv ? 0 : -zp * (G == 8 ? (int32_t)s16[2 * b] + s16[2 * b + 1] : (int32_t)s16[b]);
             xd[o] = tv ? x->d[t * nbx + bx] : 0.0f;
-            xds[o] = tv ? x->dsum[t * nbx + bx] : 0.0f;
+            xds[o] = !tv ? 0.0f : G == 8 ? x->dsum[t * nbx + bx] : x->d[t * nbx + bx] * (float)s16[b];
         }
     }
     const int64_t kcb = KCQ / BS; /* blocks per chunk */
@@ -454,6 +509,12 @@ static void gemm_q5_1(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 static void gemm_iq4_nl(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
     gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_iq4_nl, mk_s8);
 }
+static void gemm_q2_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 4, 1, 0, 6, pack_q2_k, mk_u2m);
+}
+static void gemm_q3_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
+    gemm_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 4, 6, pack_q3_k, mk_u3z);
+}
 static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, float *y) {
     gemm_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 0, 4, pack_q8_0, mk_s8);
 }
@@ -477,7 +538,8 @@ static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_ou
  * per-row / GEMM): Q4_0 n_tok 3: 249 / 373, 4: 293 / 306, 6: 253 / 196; Q4_K 4: 291 / 402,
  * 6: 321 / 265; Q6_K 4: 413 / 562, 5: 448 / 389; Q8_0 8: 297 / 332, 10: 243 / 227, 64: 228 / 164
  * (its sign trick costs an extra operation per product group); Q4_1 6: 253 / 248, 8: 238 / 179;
- * Q5_0 6: 300 / 315, 8: 313 / 206; Q5_1 6: 318 / 311, 8: 273 / 227; IQ4_NL 5: 287 / 248. */
+ * Q5_0 6: 300 / 315, 8: 313 / 206; Q5_1 6: 318 / 311, 8: 273 / 227; IQ4_NL 5: 287 / 248; Q2_K
+ * 4: 347 / 343, 5: 375 / 275; Q3_K 4: 480 / 479, 5: 579 / 371. */
 void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
     k->gemm_q8[RF_TYPE_Q8_0] = gemm_q8_0;
@@ -489,6 +551,10 @@ void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q5_0] = gemm_q5_0;
     k->gemm_q8[RF_TYPE_Q5_1] = gemm_q5_1;
     k->gemm_q8[RF_TYPE_IQ4_NL] = gemm_iq4_nl;
+    k->gemm_q8[RF_TYPE_Q2_K] = gemm_q2_k;
+    k->gemm_q8[RF_TYPE_Q3_K] = gemm_q3_k;
+    k->gemm_q8_min_tok[RF_TYPE_Q2_K] = 5;
+    k->gemm_q8_min_tok[RF_TYPE_Q3_K] = 5;
     k->gemm_q8_min_tok[RF_TYPE_Q4_0] = 5;
     k->gemm_q8_min_tok[RF_TYPE_Q4_1] = 8;
     k->gemm_q8_min_tok[RF_TYPE_Q5_0] = 8;
