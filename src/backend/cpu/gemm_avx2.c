@@ -13,18 +13,21 @@
  * Weights are stored per block as w = s * (u - z) + m: unsigned codes u with a per-type integer
  * zero point z (added to the integer sum as -z * sum(xq)), a per-row float scale s and, for
  * formats with mins, a per-row float m (applied through d_x * sum(xq)). Signed formats (Q8_0,
- * IQ4_XS) keep signed codes and use the sign trick per product: |w| * (x with w's sign).
+ * IQ4_XS, IQ4_NL) keep signed codes and use the sign trick per product: |w| * (x with w's sign).
  *
- * int16 bounds (vpmaddubsw saturates its pair sums, and the int16 adds wrap): |x| <= 127 (the
- * activation quantizer's range). Unsigned u <= 15 (Q4_0, Q4_K): a pair is at most 3810, 8 groups
- * (GI 8) 30480. u <= 31 (Q5_K): pair 7874, GI 4: 31496. u <= 63 (Q6_K): pair 16002, GI 2: 32004.
- * Sign trick (|w| <= 128, Q8_0's -128 included): pair 32512, GI 1.
+ * int16 bounds (vpmaddubsw and the int16 adds saturate, so a sum past them would be wrong): |x| <=
+ * 127 (the activation quantizer's range). Unsigned u <= 15 (Q4_0, Q4_1, Q4_K): a pair is at most
+ * 3810, 8 groups (GI 8) 30480. u <= 31 (Q5_0, Q5_1, Q5_K): pair 7874, GI 4: 31496. u <= 63
+ * (Q6_K): pair 16002, GI 2: 32004. u <= 3 / 7 (Q2_K / Q3_K, 16-element blocks): GI 4: 3048 /
+ * 7112. Sign trick (|w| <= 128, Q8_0's -128 included): pair 32512, GI 1. test_matmul's extreme
+ * codes reach these sums.
  *
  * Batch invariance: a token's result does not depend on how many tokens share the call or on
  * its position among them: per row and token, acc = fma(float(I_b), fl(s_b * d_x,b), acc) (then
  * acc = fma(m_b, d_x,b * sum, acc) for mins) for every block b in order from acc = 0, with I_b the
- * exact integer block sum; partial sums go through y between K chunks, which is exact. One token
- * (decode) takes the same kernel, so decode and prompt agree bit for bit. */
+ * exact integer block sum; partial sums go through y between K chunks, which is exact. Below the
+ * per-type thresholds (end of file) the driver takes the per-row kernels instead, which differ in
+ * float summation order (docs/PERF-CPU.md section 6: the SIMD levels agree to float rounding). */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
