@@ -122,7 +122,7 @@ static void test_random(rf_threadpool *tp3, rf_isa best) {
                                     {1, 1, 1}, {3, 2, 2}, {17, 5, 3}, {67, 1, 3}, {5, 33, 1}, {67, 33, 2}, {4, 4, 5}, {3, 3, 7}, {2, 17, 9},
                                     /* whole 16-row tiles, several token groups, blocks past one packing step */
                                     {40, 19, 11}, {35, 1, 10}, {20, 7, 37},
-                                    /* AVX2 GEMM (8-row tiles, 4- or 6-token passes, from 5, 8 or 10 tokens): every
+                                    /* AVX2 GEMM (8-row tiles, 4- or 6-token passes, from 3 to 8 tokens): every
                                      * token remainder, rows not a multiple of 8 */
                                     {9, 14, 3}, {16, 12, 2}, {23, 10, 9}, {8, 6, 1}, {13, 11, 33}};
     for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {

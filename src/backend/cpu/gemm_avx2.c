@@ -477,7 +477,10 @@ AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, c
                 pack(wr, ridx, b0, nbc, pk);
                 /* The next chunk (or the next tile's first chunk) is prefetched while the
                  * micro-kernels work on this one, a share per pass: the packer's loads from 8
-                 * separate rows are a pattern the hardware prefetcher follows poorly. */
+                 * separate rows are a pattern the hardware prefetcher follows poorly. Into L2
+                 * (T1): with few tokens all of a chunk's prefetches go out at once, and into L1
+                 * (T0) they stalled on its miss buffers: 8192 x 2048 Q4_0 from DRAM, 2 threads,
+                 * 1 token 9.6 -> 16.8 GB/s, 4 tokens 7.9 -> 12.1; 64 tokens unchanged. */
                 const uint8_t *nw = NULL;
                 uint64_t noff = 0, nlen = rb * (uint64_t)kcb / (uint64_t)nbz;
                 int nnr = 0;
@@ -489,7 +492,7 @@ AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, c
                     const int T = (int)RF_MIN(GT, n_tok - tg * GT);
                     for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
                         for (int i = 0; i < nnr; i++)
-                            _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), _MM_HINT_T0);
+                            _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), _MM_HINT_T1);
                     const int64_t o = (tg * nbz + b0) * GT;
                     mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
                 }
@@ -536,13 +539,14 @@ static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_ou
 
 /* Thresholds (gemm_q8_min_tok): below them the per-row kernels (matmul_x86.inc: one row
  * against up to 4 tokens, rows read one after the other) are faster, as weights come from DRAM
- * and the packer's 8 interleaved row streams get about half the bandwidth of one sequential
- * stream. Measured with weights cycled over 8 copies (8192 x 2048, 2 threads, us per token,
- * per-row / GEMM): Q4_0 n_tok 3: 249 / 373, 4: 293 / 306, 6: 253 / 196; Q4_K 4: 291 / 402,
- * 6: 321 / 265; Q6_K 4: 413 / 562, 5: 448 / 389; Q8_0 8: 297 / 332, 10: 243 / 227, 64: 228 / 164
- * (its sign trick costs an extra operation per product group); Q4_1 6: 253 / 248, 8: 238 / 179;
- * Q5_0 6: 300 / 315, 8: 313 / 206; Q5_1 6: 318 / 311, 8: 273 / 227; IQ4_NL 5: 287 / 248; Q2_K
- * 4: 347 / 343, 5: 375 / 275; Q3_K 4: 480 / 479, 5: 579 / 371. */
+ * and the packer's 8 interleaved row streams get less bandwidth than one sequential stream.
+ * Measured with weights cycled over 8 copies (8192 x 2048, 2 threads, us per token, per-row /
+ * GEMM, single runs on a noisy machine): Q4_0 n_tok 2: 380 / 305, 3: 334 / 222; Q4_1 3: 256 / 260,
+ * 4: 232 / 215; Q5_0 4: 275 / 289, 5: 317 / 241; Q5_1 4: 286 / 290, 5: 321 / 250; IQ4_NL 3: 265 /
+ * 275, 4: 252 / 234; Q2_K 3: 368 / 393, 4: 368 / 315; Q3_K 2: 665 / 707, 3: 616 / 503; Q4_K 4:
+ * 294 / 298, 5: 333 / 261; Q5_K 4: 427 / 333; Q6_K 3: 383 / 399, 4: 617 / 328; Q8_0 6: 245 / 267,
+ * 8: 236 / 225 (its sign trick costs an extra operation per product group); IQ4_XS 6: 284 / 324,
+ * 8: 264 / 263. */
 void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q4_0] = gemm_q4_0;
     k->gemm_q8[RF_TYPE_Q8_0] = gemm_q8_0;
@@ -556,16 +560,16 @@ void rf_mm_gemm_avx2(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_IQ4_NL] = gemm_iq4_nl;
     k->gemm_q8[RF_TYPE_Q2_K] = gemm_q2_k;
     k->gemm_q8[RF_TYPE_Q3_K] = gemm_q3_k;
-    k->gemm_q8_min_tok[RF_TYPE_Q2_K] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q3_K] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q4_0] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q4_1] = 8;
-    k->gemm_q8_min_tok[RF_TYPE_Q5_0] = 8;
-    k->gemm_q8_min_tok[RF_TYPE_Q5_1] = 8;
-    k->gemm_q8_min_tok[RF_TYPE_IQ4_NL] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q8_0] = 10;
+    k->gemm_q8_min_tok[RF_TYPE_Q2_K] = 4;
+    k->gemm_q8_min_tok[RF_TYPE_Q3_K] = 3;
+    k->gemm_q8_min_tok[RF_TYPE_Q4_0] = 3;
+    k->gemm_q8_min_tok[RF_TYPE_Q4_1] = 4;
+    k->gemm_q8_min_tok[RF_TYPE_Q5_0] = 5;
+    k->gemm_q8_min_tok[RF_TYPE_Q5_1] = 5;
+    k->gemm_q8_min_tok[RF_TYPE_IQ4_NL] = 4;
+    k->gemm_q8_min_tok[RF_TYPE_Q8_0] = 8;
     k->gemm_q8_min_tok[RF_TYPE_Q4_K] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q5_K] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_Q6_K] = 5;
-    k->gemm_q8_min_tok[RF_TYPE_IQ4_XS] = 5;
+    k->gemm_q8_min_tok[RF_TYPE_Q5_K] = 4;
+    k->gemm_q8_min_tok[RF_TYPE_Q6_K] = 4;
+    k->gemm_q8_min_tok[RF_TYPE_IQ4_XS] = 8;
 }

@@ -166,7 +166,7 @@ static int64_t tile_rows(const mm_ctx *c) {
 
 /* Tokens from which the tiled GEMM kernels (when the level has one for the type) replace the
  * per-row kernels. 1: every n_tok takes the GEMM (or, for n_tok == 1, a matvec kernel), except
- * where a level's table raises it per type (gemm_q8_min_tok: the AVX2 GEMM starts at 5, 8 or 10
+ * where a level's table raises it per type (gemm_q8_min_tok: the AVX2 GEMM starts at 3 to 8
  * tokens). Paths differ in float summation order only (docs/PERF-CPU.md sections 5-6: exact
  * batch invariance is required of the scalar reference level, the SIMD levels agree to float
  * rounding). */
