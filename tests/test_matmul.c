@@ -121,7 +121,10 @@ static void test_random(rf_threadpool *tp3, rf_isa best) {
     static const int shapes[][3] = {/* n_out, n_tok, blocks (odd counts for 1-element types) */
                                     {1, 1, 1}, {3, 2, 2}, {17, 5, 3}, {67, 1, 3}, {5, 33, 1}, {67, 33, 2}, {4, 4, 5}, {3, 3, 7}, {2, 17, 9},
                                     /* whole 16-row tiles, several token groups, blocks past one packing step */
-                                    {40, 19, 11}, {35, 1, 10}, {20, 7, 37}};
+                                    {40, 19, 11}, {35, 1, 10}, {20, 7, 37},
+                                    /* AVX2 GEMM (8-row tiles, 4- or 6-token passes, from 3 to 8 tokens): every
+                                     * token remainder, rows not a multiple of 8 */
+                                    {9, 14, 3}, {16, 12, 2}, {23, 10, 9}, {8, 6, 1}, {13, 11, 33}};
     for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {
         const rf_type_info *ti = rf_type_get(type);
         if (!ti || !ti->supported) continue;
@@ -231,6 +234,49 @@ static void test_edges(rf_threadpool *tp3, rf_isa best) {
     }
 }
 
+/* Extreme codes: every quant byte 0xFF, 0x80 or 0x00 (largest unsigned codes, Q8_0's -128,
+ * smallest) against activations that quantize to +127 or -127 everywhere: the largest integer
+ * sums the int8 kernels can meet, where an int16 step too many would saturate or wrap (random
+ * codes and activations stay far below that). 12 tokens: the GEMM path at every level that has
+ * one. */
+static void test_extreme_codes(rf_threadpool *tp3, rf_isa best) {
+    const int64_t n_out = 9, n_tok = 12;
+    for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {
+        const rf_type_info *ti = rf_type_get(type);
+        if (!ti || !ti->supported || ti->block_elems == 1) continue;
+        const int64_t n_in = RF_MAX(512, 2 * (int64_t)ti->block_elems);
+        uint64_t rb;
+        uint8_t *w = random_weights(type, n_out, n_in, &rb);
+        const size_t total = (size_t)(rb * (uint64_t)n_out);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t i = 0; i < n_in; i++) x[t * n_in + i] = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : test_randf(-1, 1);
+        double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out)), *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
+        float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        static const uint8_t fills[] = {0xFF, 0x80, 0x00};
+        for (size_t f = 0; f < RF_ARRAY_LEN(fills); f++) {
+            memset(w, fills[f], total);
+            int off[2];
+            const int nf = f16_fields(type, off);
+            for (size_t b = 0; b < total / ti->block_bytes; b++)
+                for (int k = 0; k < nf; k++) f2h(w + b * ti->block_bytes + off[k], test_randf(0.01f, 0.05f));
+            reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+            for (int isa = 0; isa <= (int)best; isa++) {
+                rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+                char what[64];
+                snprintf(what, sizeof what, "bytes 0x%02X", fills[f]);
+                CHECK(compare(type, (rf_isa)isa, y, ref, mag, n_tok * n_out, what) == 0, "%s %s %s", rf_type_name(type),
+                      rf_isa_name((rf_isa)isa), what);
+            }
+        }
+        free(w);
+        free(x);
+        free(ref);
+        free(mag);
+        free(y);
+    }
+}
+
 /* Batch consistency: a token's output computed alone or inside a batch of any size. The scalar
  * (reference) level must be bit-identical; the SIMD levels may use other kernels for other batch
  * sizes (matvec for one token, GEMM for many: different summation orders), so they only have to
@@ -329,6 +375,7 @@ int main(void) {
     test_weights();
     test_random(tp3, best);
     test_edges(tp3, best);
+    test_extreme_codes(tp3, best);
     test_batch_invariance(tp3, best);
     rf_threadpool_free(tp3);
     if (getenv("RF_TEST_VERBOSE"))

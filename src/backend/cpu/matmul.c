@@ -165,9 +165,11 @@ static int64_t tile_rows(const mm_ctx *c) {
 }
 
 /* Tokens from which the tiled GEMM kernels (when the level has one for the type) replace the
- * per-row kernels. 1: every n_tok takes the GEMM (or, for n_tok == 1, a matvec kernel with the
- * GEMM's exact arithmetic), so a token's result does not depend on the batch (test_model checks
- * batched == alone to 1e-4; int8 activation codes amplify any ulp difference). */
+ * per-row kernels. 1: every n_tok takes the GEMM (or, for n_tok == 1, a matvec kernel), except
+ * where a level's table raises it per type (gemm_q8_min_tok: the AVX2 GEMM starts at 3 to 8
+ * tokens). Paths differ in float summation order only (docs/PERF-CPU.md sections 5-6: exact
+ * batch invariance is required of the scalar reference level, the SIMD levels agree to float
+ * rounding). */
 #define GEMM_MIN_TOK 1
 
 /* Tokens flagged bad after a gemm pass: their rows are redone with the generic f32 path. */
@@ -264,7 +266,9 @@ void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int6
      * chunks per thread, multiples of 16 rows (gemm tiles; y cache lines not shared). */
     const int nth = tp ? rf_threadpool_size(tp) : 1;
     if (n_tok == 1 && (c.use_q8 ? c.k->gemv_q8[type] != NULL : c.k->gemv_f32[type] != NULL)) c.path = 1;
-    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL : c.k->gemm_f32[type] != NULL)) c.path = 2;
+    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL && n_tok >= c.k->gemm_q8_min_tok[type]
+                                                : c.k->gemm_f32[type] != NULL))
+        c.path = 2;
     if (c.path) {
         int64_t chunk = n_out / ((int64_t)nth * (c.path == 1 ? 4 : 8));
         chunk = RF_MAX(16, (chunk + 15) / 16 * 16);

@@ -8,4 +8,7 @@
 
 #include "backend/cpu/matmul_x86.inc"
 
-void rf_mm_kernels_avx2(rf_mm_kernels *k) { fill_kernels(k); }
+void rf_mm_kernels_avx2(rf_mm_kernels *k) {
+    fill_kernels(k);
+    rf_mm_gemm_avx2(k);
+}

@@ -61,6 +61,9 @@ typedef struct {
     rf_gemv_f32_fn gemv_f32[RF_TYPE_COUNT]; /* NULL where absent */
     rf_gemm_q8_fn gemm_q8[RF_TYPE_COUNT];   /* NULL where absent */
     rf_gemm_f32_fn gemm_f32[RF_TYPE_COUNT]; /* NULL where absent */
+    /* Per type, the fewest tokens for which the driver takes gemm_q8 (0 counts as 1); fewer take
+     * gemv_q8 or the per-row q8 kernels. */
+    int gemm_q8_min_tok[RF_TYPE_COUNT];
     rf_dot_q8_fn q8[RF_TYPE_COUNT];   /* int8-activation kernels, NULL where absent */
     rf_dot_f32_fn f32[RF_TYPE_COUNT]; /* f32-activation kernels (F32/F16/BF16), NULL where absent */
     /* sum_i a[i]*b[i] in f32 (used by the generic decode-then-dot path). */
@@ -72,6 +75,7 @@ typedef struct {
 } rf_mm_kernels;
 
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
+void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_kernels_avx512(rf_mm_kernels *k); /* fills over an AVX2 table */
 
 #endif
