@@ -438,30 +438,13 @@ static void pack_iq4_xs(const uint8_t *w, const int32_t *ridx, int64_t b0, int64
 AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok,
                     float *y, const int G, const int has_m, const int zp, const int GT, pack_fn pack, mk_fn mk) {
     const int BS = 4 * G;
-    const int64_t n_in = x->n_in, nbx = n_in / 32, nbz = n_in / BS;
+    const int64_t nbz = x->n_in / BS;
     const int64_t rec = 32 * G + 32 + (has_m ? 32 : 0);
     const int64_t ntg = (n_tok + GT - 1) / GT;
-    /* Activations regrouped per GT tokens and block, so the micro-kernel reaches every token
-     * through one pointer: codes [tg][b][GT][BS], and [tg][b][GT] of -zp*sum(q), d, d*sum(q). */
-    const size_t xpb = (size_t)(ntg * nbz * GT * BS), xsb = sizeof(float) * (size_t)(ntg * nbz * GT);
-    uint8_t *sc = rf_thread_scratch(1, xpb + 3 * xsb);
-    int8_t *xp = (int8_t *)sc;
-    int32_t *xz = (int32_t *)(sc + xpb);
-    float *xd = (float *)(sc + xpb + xsb), *xds = (float *)(sc + xpb + 2 * xsb);
-    for (int64_t t = 0; t < ntg * GT; t++) {
-        const int64_t tg = t / GT, tj = t % GT;
-        const int tv = t < n_tok;
-        const int16_t *s16 = x->s16 + t * 2 * nbx;
-        for (int64_t b = 0; b < nbz; b++) {
-            const size_t o = (size_t)((tg * nbz + b) * GT + tj);
-            if (tv) memcpy(xp + o * BS, x->q + t * n_in + b * BS, (size_t)BS);
-            else memset(xp + o * BS, 0, (size_t)BS);
-            const int64_t bx = G == 8 ? b : b >> 1;
-            xz[o] = !tv ? 0 : -zp * (G == 8 ? (int32_t)s16[2 * b] + s16[2 * b + 1] : (int32_t)s16[b]);
-            xd[o] = tv ? x->d[t * nbx + bx] : 0.0f;
-            xds[o] = !tv ? 0.0f : G == 8 ? x->dsum[t * nbx + bx] : x->d[t * nbx + bx] * (float)s16[b];
-        }
-    }
+    const rf_gemm_x px = rf_gemm_pack_x(x, n_tok, G, zp, GT);
+    const int8_t *xp = px.q;
+    const int32_t *xz = px.z;
+    const float *xd = px.d, *xds = px.ds;
     const int64_t kcb = KCQ / BS; /* blocks per chunk */
     uint8_t *pk = rf_thread_scratch(0, (size_t)(kcb * rec));
     int64_t r0, r1;

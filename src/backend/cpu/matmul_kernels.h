@@ -74,6 +74,19 @@ typedef struct {
     int (*quantize_x)(const float *x, int64_t n, int8_t *q, float *d, float *dsum, int16_t *s16);
 } rf_mm_kernels;
 
+/* The activations of a tiled GEMM call regrouped per GT tokens and weight block of BS = 4G
+ * elements (G = 8: 32-element blocks; G = 4: 16-element blocks), so that a micro-kernel reaches
+ * every token of a pass through one pointer: q [tg][b][GT][BS] codes, and [tg][b][GT] of
+ * z = -zp * sum(q), d and ds = d * sum(q) (the block's, or for G = 4 the 16 elements'); tokens
+ * past n_tok are zero. In the calling thread's scratch slot 1 (thread_scratch.h), valid until
+ * its next use. */
+typedef struct {
+    int8_t *q;
+    int32_t *z;
+    float *d, *ds;
+} rf_gemm_x;
+rf_gemm_x rf_gemm_pack_x(const rf_xq8 *x, int64_t n_tok, int G, int zp, int GT);
+
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_kernels_avx512(rf_mm_kernels *k); /* fills over an AVX2 table */
