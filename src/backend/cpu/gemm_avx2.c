@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backend/cpu/block_fields.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/thread_scratch.h"
 #include "core/util.h"
@@ -43,12 +44,6 @@
  * int16 chains need more (6 spilled there). */
 #define GT_MAX 6
 #define KCQ 1024 /* K elements per packed chunk (multiple of 256) */
-
-AI float f16s(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 
 /* 8 x 8 transpose of dwords: on return r[e] holds dword e of the 8 input rows (lane i: row i). */
 AI void tr8(__m256i r[8]) {
@@ -254,16 +249,6 @@ static void pack_q8_0(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t
     }
 }
 
-/* 6-bit scales and mins of Q4_K/Q5_K's 12-byte field (layout in quant.c). */
-AI void k4_unpack(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 0xF) | ((s[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-    }
-}
-
 /* Q4_K (five = 0) and Q5_K (five = 1): BS 32, b0 and nbc multiples of 8; records of 320 bytes
  * (u in 0..15 / 0..31, s = d*sc, m = -dmin*mn). Quant chunk c (32 bytes at qo + 32c): low
  * nibbles sub-block 2c, high nibbles 2c + 1; Q5_K's fifth bits: bit s of qh[l] (qh at 16) for
@@ -275,7 +260,7 @@ AI void pack_qk45(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc
         const uint8_t *sb = w + S * bb;
         for (int r = 0; r < 8; r++) {
             const uint8_t *p = sb + ridx[r];
-            const float d = f16s(p), dmin = f16s(p + 2);
+            const float d = f16v(p), dmin = f16v(p + 2);
             uint8_t sc[8], mn[8];
             k4_unpack(p + 4, sc, mn);
             for (int j = 0; j < 8; j++) {
@@ -322,7 +307,7 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t
         const uint8_t *sb = w + S * 210;
         for (int r = 0; r < 8; r++) {
             const uint8_t *p = sb + ridx[r];
-            const float d = f16s(p + 208);
+            const float d = f16v(p + 208);
             for (int j = 0; j < 16; j++) ((float *)(out + j * 160 + 128))[r] = d * (float)(int8_t)p[192 + j];
         }
         for (int h = 0; h < 2; h++) {
@@ -362,14 +347,14 @@ AI void pack_qk23(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc
         for (int r = 0; r < 8; r++) {
             const uint8_t *p = sb + ridx[r];
             if (three) {
-                const float d = f16s(p + 108);
+                const float d = f16v(p + 108);
                 const uint8_t *sc = p + 96;
                 for (int j = 0; j < 16; j++) {
                     const int lo = j < 8 ? (sc[j] & 0xF) : (sc[j - 8] >> 4), hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
                     ((float *)(out + j * rec + 128))[r] = d * (float)((lo | (hi << 4)) - 32);
                 }
             } else {
-                const float d = f16s(p + 80), dmin = f16s(p + 82);
+                const float d = f16v(p + 80), dmin = f16v(p + 82);
                 for (int j = 0; j < 16; j++) {
                     ((float *)(out + j * rec + 128))[r] = d * (float)(p[j] & 0xF);
                     ((float *)(out + j * rec + 160))[r] = -dmin * (float)(p[j] >> 4);
@@ -412,7 +397,7 @@ static void pack_iq4_xs(const uint8_t *w, const int32_t *ridx, int64_t b0, int64
         const uint8_t *sb = w + S * 136;
         for (int r = 0; r < 8; r++) {
             const uint8_t *p = sb + ridx[r];
-            const float d = f16s(p);
+            const float d = f16v(p);
             uint16_t sh;
             memcpy(&sh, p + 2, 2);
             for (int j = 0; j < 8; j++) {
