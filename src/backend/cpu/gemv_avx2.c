@@ -248,6 +248,50 @@ AI void gemv_legacy(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x,
 static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_legacy(w, rb, rq, x, y, 0); }
 static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_legacy(w, rb, rq, x, y, 1); }
 
+/* ---- IQ4_XS -------------------------------------------------------------------------------
+ * Superblock of 136 bytes: d (f16), 16 bits of scale high parts (2 per sub-block) at 2, 4 bytes
+ * of scale low nibbles at 4, 8 sub-blocks of 16 nibble bytes at 8 (element j < 16: low nibble
+ * of byte j, j + 16: high nibble); value = IQ4_NL codebook[nibble], scale d * (sc6 - 32). Codes
+ * are looked up with vpshufb and multiplied with the sign trick; the 8 scales are unpacked as
+ * one vector (variable shifts), times dx. */
+AI float iq4_xs_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb) {
+    const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m256i tab = _mm256_set_m128i(cb, cb);
+    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    __m256 acc = _mm256_setzero_ps();
+    const int8_t *xq = x->q;
+    for (int64_t S = 0; S < nsb; S++, w += 136, xq += 256) {
+        PF(w);
+        PF(w + 64);
+        PF(w + 135);
+        uint32_t sl;
+        uint16_t sh;
+        memcpy(&sl, w + 4, 4);
+        memcpy(&sh, w + 2, 2);
+        const __m256i ls = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15)),
+            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), shh), _mm256_set1_epi32(3)), 4));
+        const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16s(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))),
+                                        _mm256_loadu_ps(x->d + 8 * S));
+        __m256i p[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m256i q0 = _mm256_shuffle_epi8(tab, nib32(w + 8 + 32 * k));
+            const __m256i q1 = _mm256_shuffle_epi8(tab, nib32(w + 8 + 32 * k + 16));
+            p[k] = HADD(dot_ss8(q0, _mm256_loadu_si256((const __m256i *)(xq + 64 * k))),
+                        dot_ss8(q1, _mm256_loadu_si256((const __m256i *)(xq + 64 * k + 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hfinish(HADD(p[0], p[1]), HADD(p[2], p[3]))), sv, acc);
+    }
+    return hsum8f(acc);
+}
+
+static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nsb = x->n_in / 256;
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) y[r] = iq4_xs_row(w + (uint64_t)r * rb, x, nsb);
+}
+
 /* Installs the matvec kernels into the AVX2 table (rf_mm_kernels_avx2). */
 void rf_mm_gemv_avx2(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
@@ -255,4 +299,5 @@ void rf_mm_gemv_avx2(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
+    k->gemv_q8[RF_TYPE_IQ4_XS] = gemv_iq4_xs;
 }
