@@ -8,15 +8,16 @@
  *
  * Work per 8 activation blocks of 32 (one K-quant superblock, or 8 legacy blocks): the 8 integer
  * block dot products are formed as 8 vectors of 8 int32 (vpmaddubsw + vpmaddwd), reduced to one
- * vector of 8 block sums with a vphaddd tree (lane b: block b), integer offsets are applied there
- * from the activation sums, and one convert and one fma with the 8 per-block scales d_w * d_x
- * (built as a vector, no scalar scale arithmetic) add them to a float accumulator. Compared with
- * the per-row kernels of matmul_x86.inc (nt = 1), that removes the per-block convert, broadcast,
- * scalar scale products and scalar offset/min terms.
+ * vector of 8 block sums with a vphaddd tree (lane b: block b; Q4_0: permuted, see there),
+ * integer offsets are applied there from the activation sums, and one convert and one fma with
+ * the 8 per-block scales d_w * d_x (built as a vector, no scalar scale arithmetic) add them to a
+ * float accumulator. Compared with the per-row kernels of matmul_x86.inc (nt = 1), that removes
+ * the per-block convert, broadcast, scalar scale products and scalar offset/min terms.
  *
- * int16 bounds of vpmaddubsw (a saturated pair sum would be wrong): |xq| <= 127. Q4_0 / Q4_K: u
- * <= 15, pair <= 3810; Q5_K: u <= 31, pair <= 7874; Q6_K: u <= 63, pair <= 16002, then vpmaddwd
- * by the int8 scale (int32 exact); Q8_0 / IQ4_XS with the sign trick (|w| <= 128): pair <= 32512.
+ * int16 bounds of vpmaddubsw (a saturated pair sum would be wrong): |xq| <= 127. Q4_0 / Q4_K:
+ * u <= 15, pair <= 3810 (Q4_0 adds two pairs in int16: 7620); Q5_K: u <= 31, pair <= 7874;
+ * Q6_K: u <= 63, pair <= 16002, then vpmaddwd by the int8 scale (int32 exact); Q8_0 / IQ4_XS
+ * with the sign trick (|w| <= 128): pair <= 32512.
  * test_matmul's extreme codes reach them at n_tok = 1.
  *
  * Batch invariance: the float summation order differs from the AVX2 GEMM and from the per-row
@@ -27,6 +28,7 @@
 #include <string.h>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/thread_scratch.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -185,68 +187,112 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
         for (int64_t r = r0; r < r1; r++) y[r] = q6_k_row(w + (uint64_t)r * rb, x, nsb);
 }
 
-/* ---- Q4_0 / Q8_0 --------------------------------------------------------------------------
- * Groups of 8 blocks (Q4_0: 18 bytes, f16 d then 16 nibble bytes, codes u - 8; Q8_0: 34 bytes,
- * f16 d then 32 int8 codes, sign trick). The 8 f16 scales are collected into one register and
- * converted together; Q4_0's offset -8 * sum(xq_b) is applied to the int32 block sums (the
- * 16-sums of x added pairwise by vpmaddwd). Leftover blocks (nb % 8) one at a time, same
- * arithmetic per block. */
-AI __m256 d8_f16(const uint8_t *w, const int bb) {
-    uint16_t h[8];
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + bb * k, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-}
-
-AI float legacy_row(const uint8_t *w, const rf_xq8 *x, int64_t nb, const int q8) {
-    const int bb = q8 ? 34 : 18;
+/* ---- Q8_0 ---------------------------------------------------------------------------------
+ * Groups of 8 blocks of 34 bytes (f16 d, 32 int8 codes), multiplied with the sign trick. The 8
+ * f16 scales are collected into one register (vpinsrw) and converted together. Leftover blocks
+ * (nb % 8) one at a time. */
+AI float q8_0_row(const uint8_t *w, const rf_xq8 *x, int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     const int8_t *xq = x->q;
     int64_t b = 0;
-    for (; b + 8 <= nb; b += 8, w += 8 * bb, xq += 256) {
+    for (; b + 8 <= nb; b += 8, w += 8 * 34, xq += 256) {
         PF(w);
         PF(w + 64);
         PF(w + 128);
-        if (q8) {
-            PF(w + 192);
-            PF(w + 256);
-        }
+        PF(w + 192);
+        PF(w + 256);
         __m256i p[4];
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *b0 = w + bb * 2 * k, *b1 = b0 + bb;
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 64 * k));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 64 * k + 32));
-            if (q8)
-                p[k] = HADD(dot_ss8(_mm256_loadu_si256((const __m256i *)(b0 + 2)), x0),
-                            dot_ss8(_mm256_loadu_si256((const __m256i *)(b1 + 2)), x1));
-            else
-                p[k] = HADD(dot_us8(nib32(b0 + 2), x0), dot_us8(nib32(b1 + 2), x1));
-        }
-        __m256i isum = hfinish(HADD(p[0], p[1]), HADD(p[2], p[3]));
-        if (!q8) {
-            const __m256i xs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(x->s16 + 2 * b)), _mm256_set1_epi16(1));
-            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(xs, 3));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d8_f16(w, bb), _mm256_loadu_ps(x->d + b)), acc);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            p[k] = HADD(dot_ss8(_mm256_loadu_si256((const __m256i *)(w + 68 * k + 2)), _mm256_loadu_si256((const __m256i *)(xq + 64 * k))),
+                        dot_ss8(_mm256_loadu_si256((const __m256i *)(w + 68 * k + 36)), _mm256_loadu_si256((const __m256i *)(xq + 64 * k + 32))));
+        uint16_t h[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + 34 * k, 2);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hfinish(HADD(p[0], p[1]), HADD(p[2], p[3]))), _mm256_mul_ps(dw, _mm256_loadu_ps(x->d + b)), acc);
     }
     float s = hsum8f(acc);
-    for (; b < nb; b++, w += bb, xq += 32) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-        int I;
-        if (q8) I = hsum8i(dot_ss8(_mm256_loadu_si256((const __m256i *)(w + 2)), xv));
-        else I = hsum8i(dot_us8(nib32(w + 2), xv)) - 8 * ((int)x->s16[2 * b] + x->s16[2 * b + 1]);
+    for (; b < nb; b++, w += 34, xq += 32) {
+        const int I = hsum8i(dot_ss8(_mm256_loadu_si256((const __m256i *)(w + 2)), _mm256_loadu_si256((const __m256i *)xq)));
         s += (float)I * (f16s(w) * x->d[b]);
     }
     return s;
 }
 
-AI void gemv_legacy(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int q8) {
+static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nb = x->n_in / 32;
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) y[r] = legacy_row(w + (uint64_t)r * rb, x, nb, q8);
+        for (int64_t r = r0; r < r1; r++) y[r] = q8_0_row(w + (uint64_t)r * rb, x, nb);
 }
-static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_legacy(w, rb, rq, x, y, 0); }
-static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_legacy(w, rb, rq, x, y, 1); }
+
+/* ---- Q4_0 ---------------------------------------------------------------------------------
+ * Blocks of 18 bytes (f16 d, 16 nibble bytes; element j < 16: low nibble of byte j, j + 16:
+ * high nibble; codes u - 8), in groups of 8. Blocks 2k and 2k+1 of a group are 18 bytes apart,
+ * so one 256-bit register holds both blocks' nibble bytes (low 128 bits: block 2k); its low
+ * nibbles are elements 0..15 of both blocks, its high nibbles elements 16..31, and the
+ * activations are rearranged once per call (per thread) to that order. The products of both
+ * nibble halves are added in int16 (2 x 3810) before one vpmaddwd; lanes 0-3 then belong to
+ * block 2k, 4-7 to 2k+1, and the hadd tree leaves the block sums in the order 0,2,4,6,1,3,5,7,
+ * which the scales (f16 collected in that order) and the record follow. Record per group of 8
+ * blocks (320 bytes): 4 x 64 rearranged codes, 8 dx, 8 int32 -8 * sum(xq). Leftover blocks
+ * (nb % 8) one at a time from x. Against one block per register (the Q8_0 scheme with nibbles):
+ * 18.1 -> 21.6 GB/s one thread from L3 (docs/PERF-CPU.md section 16). */
+static const int q4p_ord[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+AI float q4_0_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t nb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8, w += 144, xr += 320) {
+        PF(w);
+        PF(w + 64);
+        PF(w + 128);
+        __m256i a[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu2_m128i((const __m128i *)(w + 36 * k + 20), (const __m128i *)(w + 36 * k + 2));
+            const __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_load_si256((const __m256i *)(xr + 64 * k)));
+            const __m256i phi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                     _mm256_load_si256((const __m256i *)(xr + 64 * k + 32)));
+            a[k] = _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones);
+        }
+        const __m256i isum = _mm256_add_epi32(HADD(HADD(a[0], a[1]), HADD(a[2], a[3])), _mm256_load_si256((const __m256i *)(xr + 288)));
+        uint16_t h[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + 18 * q4p_ord[k], 2);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xr + 256))), acc);
+    }
+    float s = hsum8f(acc);
+    const int8_t *xq = x->q + 32 * b;
+    for (; b < nb; b++, w += 18, xq += 32) {
+        const int I = hsum8i(dot_us8(nib32(w + 2), _mm256_loadu_si256((const __m256i *)xq))) -
+                      8 * ((int)x->s16[2 * b] + x->s16[2 * b + 1]);
+        s += (float)I * (f16s(w) * x->d[b]);
+    }
+    return s;
+}
+
+static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nb = x->n_in / 32, ng = nb / 8;
+    uint8_t *xr = rf_thread_scratch(1, (size_t)(ng * 320) + 64);
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *o = xr + g * 320;
+        const int8_t *xq = x->q + 256 * g;
+        for (int k = 0; k < 4; k++) {
+            memcpy(o + 64 * k, xq + 64 * k, 16);
+            memcpy(o + 64 * k + 16, xq + 64 * k + 32, 16);
+            memcpy(o + 64 * k + 32, xq + 64 * k + 16, 16);
+            memcpy(o + 64 * k + 48, xq + 64 * k + 48, 16);
+        }
+        for (int j = 0; j < 8; j++) {
+            const int64_t bj = 8 * g + q4p_ord[j];
+            ((float *)(o + 256))[j] = x->d[bj];
+            ((int32_t *)(o + 288))[j] = -8 * ((int32_t)x->s16[2 * bj] + x->s16[2 * bj + 1]);
+        }
+    }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) y[r] = q4_0_row(w + (uint64_t)r * rb, x, xr, nb);
+}
 
 /* ---- IQ4_XS -------------------------------------------------------------------------------
  * Superblock of 136 bytes: d (f16), 16 bits of scale high parts (2 per sub-block) at 2, 4 bytes
