@@ -297,16 +297,22 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
 /* ---- IQ4_XS -------------------------------------------------------------------------------
  * Superblock of 136 bytes: d (f16), 16 bits of scale high parts (2 per sub-block) at 2, 4 bytes
  * of scale low nibbles at 4, 8 sub-blocks of 16 nibble bytes at 8 (element j < 16: low nibble
- * of byte j, j + 16: high nibble); value = IQ4_NL codebook[nibble], scale d * (sc6 - 32). Codes
- * are looked up with vpshufb and multiplied with the sign trick; the 8 scales are unpacked as
- * one vector (variable shifts), times dx. */
-AI float iq4_xs_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb) {
+ * of byte j, j + 16: high nibble); value = IQ4_NL codebook[nibble], scale d * (sc6 - 32). As
+ * for Q4_0, one 256-bit load holds sub-blocks 2k (low 128 bits) and 2k+1, the activations are
+ * rearranged once per call to low-nibble / high-nibble order, and the block sums come out in the
+ * order 0,2,4,6,1,3,5,7, which the scale unpacking (shift counts) and the record's dx follow.
+ * Codes are looked up with vpshufb and multiplied with the sign trick (pairs up to 32512, so the
+ * two nibble halves are widened by vpmaddwd separately). Record per superblock (288 bytes): 4 x
+ * 64 rearranged codes, 8 dx. */
+static const int iq4p_ord[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+AI float iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb) {
     const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m256i tab = _mm256_set_m128i(cb, cb);
-    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i tab = _mm256_set_m128i(cb, cb), m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    /* sub-block order 0,2,4,6,1,3,5,7: low scale nibble at bit 4s, high pair at bit 2s */
+    const __m256i shl = _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28), shh = _mm256_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14);
     __m256 acc = _mm256_setzero_ps();
-    const int8_t *xq = x->q;
-    for (int64_t S = 0; S < nsb; S++, w += 136, xq += 256) {
+    for (int64_t S = 0; S < nsb; S++, w += 136, xr += 288) {
         PF(w);
         PF(w + 64);
         PF(w + 135);
@@ -318,24 +324,39 @@ AI float iq4_xs_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb) {
             _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15)),
             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), shh), _mm256_set1_epi32(3)), 4));
         const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16s(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))),
-                                        _mm256_loadu_ps(x->d + 8 * S));
-        __m256i p[4];
+                                        _mm256_load_ps((const float *)(xr + 256)));
+        __m256i a[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const __m256i q0 = _mm256_shuffle_epi8(tab, nib32(w + 8 + 32 * k));
-            const __m256i q1 = _mm256_shuffle_epi8(tab, nib32(w + 8 + 32 * k + 16));
-            p[k] = HADD(dot_ss8(q0, _mm256_loadu_si256((const __m256i *)(xq + 64 * k))),
-                        dot_ss8(q1, _mm256_loadu_si256((const __m256i *)(xq + 64 * k + 32))));
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 8 + 32 * k));
+            const __m256i qlo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+            const __m256i qhi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            const __m256i xlo = _mm256_load_si256((const __m256i *)(xr + 64 * k)), xhi = _mm256_load_si256((const __m256i *)(xr + 64 * k + 32));
+            const __m256i plo = _mm256_maddubs_epi16(_mm256_sign_epi8(qlo, qlo), _mm256_sign_epi8(xlo, qlo));
+            const __m256i phi = _mm256_maddubs_epi16(_mm256_sign_epi8(qhi, qhi), _mm256_sign_epi8(xhi, qhi));
+            a[k] = _mm256_add_epi32(_mm256_madd_epi16(plo, ones), _mm256_madd_epi16(phi, ones));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hfinish(HADD(p[0], p[1]), HADD(p[2], p[3]))), sv, acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(HADD(HADD(a[0], a[1]), HADD(a[2], a[3]))), sv, acc);
     }
     return hsum8f(acc);
 }
 
 static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nsb = x->n_in / 256;
+    uint8_t *xr = rf_thread_scratch(1, (size_t)(nsb * 288) + 64);
+    for (int64_t S = 0; S < nsb; S++) {
+        uint8_t *o = xr + S * 288;
+        const int8_t *xq = x->q + 256 * S;
+        for (int k = 0; k < 4; k++) {
+            memcpy(o + 64 * k, xq + 64 * k, 16);
+            memcpy(o + 64 * k + 16, xq + 64 * k + 32, 16);
+            memcpy(o + 64 * k + 32, xq + 64 * k + 16, 16);
+            memcpy(o + 64 * k + 48, xq + 64 * k + 48, 16);
+        }
+        for (int j = 0; j < 8; j++) ((float *)(o + 256))[j] = x->d[8 * S + iq4p_ord[j]];
+    }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) y[r] = iq4_xs_row(w + (uint64_t)r * rb, x, nsb);
+        for (int64_t r = r0; r < r1; r++) y[r] = iq4_xs_row(w + (uint64_t)r * rb, xr, nsb);
 }
 
 /* Installs the matvec kernels into the AVX2 table (rf_mm_kernels_avx2). */
