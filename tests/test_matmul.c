@@ -124,7 +124,11 @@ static void test_random(rf_threadpool *tp3, rf_isa best) {
                                     {40, 19, 11}, {35, 1, 10}, {20, 7, 37},
                                     /* AVX2 GEMM (8-row tiles, 4- or 6-token passes, from 3 to 8 tokens): every
                                      * token remainder, rows not a multiple of 8 */
-                                    {9, 14, 3}, {16, 12, 2}, {23, 10, 9}, {8, 6, 1}, {13, 11, 33}};
+                                    {9, 14, 3}, {16, 12, 2}, {23, 10, 9}, {8, 6, 1}, {13, 11, 33},
+                                    /* matvec kernels (one token, rows one at a time, legacy blocks in groups of
+                                     * 8 then one at a time): odd row counts, every block remainder mod 8 */
+                                    {33, 1, 8}, {19, 1, 15}, {5, 1, 17}, {70, 1, 12}, {3, 1, 13}, {7, 1, 14},
+                                    {2, 1, 2}};
     for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {
         const rf_type_info *ti = rf_type_get(type);
         if (!ti || !ti->supported) continue;
@@ -135,7 +139,9 @@ static void test_random(rf_threadpool *tp3, rf_isa best) {
             uint64_t rb;
             uint8_t *w = random_weights(type, n_out, n_in, &rb);
             float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
-            for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-2, 2);
+            /* magnitudes that differ per 32-element block (0.25x .. 3.25x), so that a kernel
+             * pairing a block's codes with another block's activation scale fails */
+            for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-2, 2) * (0.25f + (float)((i / 32 * 7) % 13) * 0.25f);
             double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out));
             double *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
             reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
@@ -244,7 +250,8 @@ static void test_extreme_codes(rf_threadpool *tp3, rf_isa best) {
     for (uint32_t type = 0; type < RF_TYPE_COUNT; type++) {
         const rf_type_info *ti = rf_type_get(type);
         if (!ti || !ti->supported || ti->block_elems == 1) continue;
-        const int64_t n_in = RF_MAX(512, 2 * (int64_t)ti->block_elems);
+        /* 32-element formats: 19 blocks, so block groups of 8 and a remainder of 3 both see them */
+        const int64_t n_in = ti->block_elems == 32 ? 19 * 32 : RF_MAX(512, 2 * (int64_t)ti->block_elems);
         uint64_t rb;
         uint8_t *w = random_weights(type, n_out, n_in, &rb);
         const size_t total = (size_t)(rb * (uint64_t)n_out);
@@ -267,6 +274,13 @@ static void test_extreme_codes(rf_threadpool *tp3, rf_isa best) {
                 snprintf(what, sizeof what, "bytes 0x%02X", fills[f]);
                 CHECK(compare(type, (rf_isa)isa, y, ref, mag, n_tok * n_out, what) == 0, "%s %s %s", rf_type_name(type),
                       rf_isa_name((rf_isa)isa), what);
+                /* one token (the matvec kernels): all +127, all -127 */
+                for (int64_t t = 0; t < 2; t++) {
+                    rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x + t * n_in, 1, y);
+                    snprintf(what, sizeof what, "bytes 0x%02X one token %lld", fills[f], (long long)t);
+                    CHECK(compare(type, (rf_isa)isa, y, ref + t * n_out, mag + t * n_out, n_out, what) == 0, "%s %s %s",
+                          rf_type_name(type), rf_isa_name((rf_isa)isa), what);
+                }
             }
         }
         free(w);

@@ -11,4 +11,5 @@
 void rf_mm_kernels_avx2(rf_mm_kernels *k) {
     fill_kernels(k);
     rf_mm_gemm_avx2(k);
+    rf_mm_gemv_avx2(k);
 }

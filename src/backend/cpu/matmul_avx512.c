@@ -949,6 +949,8 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     /* every n_tok (the AVX2 table's thresholds are for its own GEMM) */
     static const uint32_t gt[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof gt / sizeof gt[0]; i++) k->gemm_q8_min_tok[gt[i]] = 0;
+    /* Without VBMI the AVX2 matvec kernels (gemv_avx2.c) stay in gemv_q8: one token through the
+     * GEMM above was 2-4x slower than them (docs/PERF-CPU.md section 16). */
     if (!__builtin_cpu_supports("avx512vbmi")) return;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;

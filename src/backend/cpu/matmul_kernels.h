@@ -125,6 +125,7 @@ static inline void rf_gemm_prefetch_share(const rf_gemm_next *n, uint64_t rb, in
 
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
+void rf_mm_gemv_avx2(rf_mm_kernels *k);     /* gemv_avx2.c: the AVX2 int8 matvec entries */
 void rf_mm_kernels_avx512(rf_mm_kernels *k); /* fills over an AVX2 table */
 
 #endif
