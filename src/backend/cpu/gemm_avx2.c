@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/cpu/block_fields.h"
+#include "backend/cpu/x86_shared.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/thread_scratch.h"
 #include "core/util.h"

@@ -29,6 +29,7 @@
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/thread_scratch.h"
+#include "backend/cpu/x86_shared.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -37,26 +38,6 @@
 #define GEMV2_PF 1536
 #endif
 #define PF(p) do { if (GEMV2_PF) _mm_prefetch((const char *)(p) + GEMV2_PF, _MM_HINT_T0); } while (0)
-
-AI float f16s(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-AI float hsum8f(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AI int hsum8i(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
 
 /* u8 x s8 -> 8 int32 sums of 4 products (bounds in the header). */
 AI __m256i dot_us8(__m256i u, __m256i s) {
@@ -104,8 +85,8 @@ AI float qk45_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int five
         const uint32_t mnhi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
         const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)schi << 32) | sclo))));
         const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)mnhi << 32) | mnlo))));
-        const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16s(w)), scf), _mm256_loadu_ps(x->d + 8 * S));
-        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16s(w + 2)), mnf), _mm256_loadu_ps(x->dsum + 8 * S), macc);
+        const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16v(w)), scf), _mm256_loadu_ps(x->d + 8 * S));
+        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16v(w + 2)), mnf), _mm256_loadu_ps(x->dsum + 8 * S), macc);
         __m256i hbits = _mm256_setzero_si256();
         if (five) hbits = _mm256_loadu_si256((const __m256i *)(w + 16));
         __m256i h[4];
@@ -122,7 +103,7 @@ AI float qk45_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int five
         const __m256i isum = hfinish(HADD(h[0], h[1]), HADD(h[2], h[3]));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sv, acc);
     }
-    return hsum8f(acc) - hsum8f(macc);
+    return hsum8(acc) - hsum8(macc);
 }
 
 AI void gemv_qk45(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int five) {
@@ -158,7 +139,7 @@ AI float q6_k_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb) {
         PF(w + 192);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(w + 192));
         const __m256i scb = _mm256_broadcastsi128_si256(sc8);
-        const __m256 fs = _mm256_mul_ps(_mm256_set1_ps(f16s(w + 208)), _mm256_loadu_ps(x->d + 8 * S));
+        const __m256 fs = _mm256_mul_ps(_mm256_set1_ps(f16v(w + 208)), _mm256_loadu_ps(x->d + 8 * S));
         __m256i hh[2];
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             const __m256i a = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
@@ -177,7 +158,7 @@ AI float q6_k_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb) {
         const __m256i isum = _mm256_sub_epi32(hfinish(hh[0], hh[1]), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, acc);
     }
-    return hsum8f(acc);
+    return hsum8(acc);
 }
 
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
@@ -210,10 +191,10 @@ AI float q8_0_row(const uint8_t *w, const rf_xq8 *x, int64_t nb) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hfinish(HADD(p[0], p[1]), HADD(p[2], p[3]))), _mm256_mul_ps(dw, _mm256_loadu_ps(x->d + b)), acc);
     }
-    float s = hsum8f(acc);
+    float s = hsum8(acc);
     for (; b < nb; b++, w += 34, xq += 32) {
         const int I = hsum8i(dot_ss8(_mm256_loadu_si256((const __m256i *)(w + 2)), _mm256_loadu_si256((const __m256i *)xq)));
-        s += (float)I * (f16s(w) * x->d[b]);
+        s += (float)I * (f16v(w) * x->d[b]);
     }
     return s;
 }
@@ -261,12 +242,12 @@ AI float q4_0_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t 
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xr + 256))), acc);
     }
-    float s = hsum8f(acc);
+    float s = hsum8(acc);
     const int8_t *xq = x->q + 32 * b;
     for (; b < nb; b++, w += 18, xq += 32) {
         const int I = hsum8i(dot_us8(nib32(w + 2), _mm256_loadu_si256((const __m256i *)xq))) -
                       8 * ((int)x->s16[2 * b] + x->s16[2 * b + 1]);
-        s += (float)I * (f16s(w) * x->d[b]);
+        s += (float)I * (f16v(w) * x->d[b]);
     }
     return s;
 }
@@ -323,7 +304,7 @@ AI float iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb) {
         const __m256i ls = _mm256_or_si256(
             _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15)),
             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), shh), _mm256_set1_epi32(3)), 4));
-        const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16s(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))),
+        const __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16v(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))),
                                         _mm256_load_ps((const float *)(xr + 256)));
         __m256i a[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
@@ -337,7 +318,7 @@ AI float iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb) {
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(HADD(HADD(a[0], a[1]), HADD(a[2], a[3]))), sv, acc);
     }
-    return hsum8f(acc);
+    return hsum8(acc);
 }
 
 static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
