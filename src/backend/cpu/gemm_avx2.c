@@ -443,14 +443,24 @@ AI void gemm_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, c
             for (int64_t b0 = 0; b0 < nbz; b0 += kcb) {
                 const int64_t nbc = RF_MIN(kcb, nbz - b0);
                 pack(wr, ridx, b0, nbc, pk);
-                /* rf_gemm_next_chunk; into L2: with few tokens all of a chunk's prefetches go
-                 * out at once, and into L1 they stalled on its miss buffers (8192 x 2048 Q4_0
-                 * from DRAM, 2 threads, 1 token 9.6 -> 16.8 GB/s, 4 tokens 7.9 -> 12.1; 64
-                 * tokens unchanged) */
-                const rf_gemm_next nx = rf_gemm_next_chunk(wr, rb, b0, kcb, nbz, r, r1, nr, 8);
+                /* The next chunk (or the next tile's first chunk) is prefetched while the
+                 * micro-kernels work on this one, a share per pass: the packer's loads from 8
+                 * separate rows are a pattern the hardware prefetcher follows poorly. Into L2
+                 * (T1): with few tokens all of a chunk's prefetches go out at once, and into L1
+                 * (T0) they stalled on its miss buffers: 8192 x 2048 Q4_0 from DRAM, 2 threads,
+                 * 1 token 9.6 -> 16.8 GB/s, 4 tokens 7.9 -> 12.1; 64 tokens unchanged. */
+                const uint8_t *nw = NULL;
+                uint64_t noff = 0, nlen = rb * (uint64_t)kcb / (uint64_t)nbz;
+                int nnr = 0;
+                if (b0 + kcb < nbz) nw = wr, noff = rb * (uint64_t)(b0 + kcb) / (uint64_t)nbz, nnr = nr;
+                else if (r + 8 < r1) nw = wr + 8 * rb, nnr = (int)RF_MIN(8, r1 - r - 8);
+                if (noff + nlen > rb) nlen = rb - noff;
+                const int64_t nlines = nw ? (int64_t)((nlen + 63) / 64) : 0;
                 for (int64_t tg = 0; tg < ntg; tg++) {
                     const int T = (int)RF_MIN(GT, n_tok - tg * GT);
-                    rf_gemm_prefetch_share(&nx, rb, tg, ntg, 1);
+                    for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
+                        for (int i = 0; i < nnr; i++)
+                            _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), _MM_HINT_T1);
                     const int64_t o = (tg * nbz + b0) * GT;
                     mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
                 }

@@ -317,8 +317,8 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
     }
 }
 
-#ifndef GEMM_Q_L2 /* 1: the next chunk's prefetches into L2 only (A/B) */
-#define GEMM_Q_L2 0
+#ifndef GEMM_Q_HINT
+#define GEMM_Q_HINT _MM_HINT_T0
 #endif
 typedef void (*pack_fn)(const uint8_t *, const int32_t *, __m512i, int64_t, int64_t, uint8_t *);
 
@@ -348,12 +348,23 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n
         for (int64_t b0 = 0; b0 < nbz; b0 += kcb) {
             const int64_t nbc = RF_MIN(kcb, nbz - b0);
             pack(wr, ridx, vidx, b0, nbc, pk);
-            /* rf_gemm_next_chunk, a share per pass (all at once, 144 lines for Q4_0, the pack
+            /* The gathers above wait on DRAM for 16 separate rows, which the hardware prefetcher
+             * follows poorly: fetch the next chunk (or the next tile's first chunk) now, while
+             * the micro-kernels work on this one. */
+            const uint8_t *nw = NULL;
+            uint64_t noff = 0, nlen = rb * (uint64_t)kcb / (uint64_t)nbz;
+            int nnr = 0;
+            if (b0 + kcb < nbz) nw = wr, noff = rb * (uint64_t)(b0 + kcb) / (uint64_t)nbz, nnr = nr;
+            else if (r + 16 < r1) nw = wr + 16 * rb, nnr = (int)RF_MIN(16, r1 - r - 16);
+            if (noff + nlen > rb) nlen = rb - noff;
+            /* spread over the micro-kernel passes (all at once, 144 lines for Q4_0, the pack
              * still waited on the first loads: 28% of the Q4_0 pp64 profile) */
-            const rf_gemm_next nx = rf_gemm_next_chunk(wr, rb, b0, kcb, nbz, r, r1, nr, 16);
+            const int64_t nlines = nw ? (int64_t)((nlen + 63) / 64) : 0;
             for (int64_t tg = 0; tg < ntg; tg++) {
                 const int T = (int)RF_MIN(GT, n_tok - tg * GT);
-                rf_gemm_prefetch_share(&nx, rb, tg, ntg, GEMM_Q_L2);
+                for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
+                    for (int i = 0; i < nnr; i++)
+                        _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), GEMM_Q_HINT);
                 const int64_t o = (tg * nbz + b0) * GT;
                 mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
             }

@@ -87,42 +87,6 @@ typedef struct {
 } rf_gemm_x;
 rf_gemm_x rf_gemm_pack_x(const rf_xq8 *x, int64_t n_tok, int G, int zp, int GT);
 
-/* What a tiled GEMM prefetches while its micro-kernels work on a packed chunk: the next chunk
- * of blocks [b0 + kcb, ...) of the tile's nr rows at wr (rows rb bytes apart, nbz blocks per
- * row), or after the last chunk the first chunk of the next tile (rows r + tr .. r1, tr rows
- * per tile); the packer's loads from separate rows are a pattern the hardware prefetcher follows
- * poorly. Issued a share per micro-kernel pass (rf_gemm_prefetch_share: pass tg of ntg), so the
- * loads spread over the chunk's compute instead of queueing at once. */
-typedef struct {
-    const uint8_t *w; /* NULL: nothing left in the row range */
-    uint64_t off, len;
-    int rows;
-    int64_t lines;
-} rf_gemm_next;
-
-static inline rf_gemm_next rf_gemm_next_chunk(const uint8_t *wr, uint64_t rb, int64_t b0, int64_t kcb, int64_t nbz,
-                                              int64_t r, int64_t r1, int nr, int tr) {
-    rf_gemm_next n = {NULL, 0, rb * (uint64_t)kcb / (uint64_t)nbz, 0, 0};
-    if (b0 + kcb < nbz) n.w = wr, n.off = rb * (uint64_t)(b0 + kcb) / (uint64_t)nbz, n.rows = nr;
-    else if (r + tr < r1) n.w = wr + (uint64_t)tr * rb, n.rows = (int)(r1 - r - tr < tr ? r1 - r - tr : tr);
-    if (n.off + n.len > rb) n.len = rb - n.off;
-    n.lines = n.w ? (int64_t)((n.len + 63) / 64) : 0;
-    return n;
-}
-
-/* l2 != 0: into the L2 only (_MM_HINT_T1), else into L1 too (_MM_HINT_T0). */
-static inline void rf_gemm_prefetch_share(const rf_gemm_next *n, uint64_t rb, int64_t tg, int64_t ntg, int l2) {
-    for (int64_t l = tg * n->lines / ntg; l < (tg + 1) * n->lines / ntg; l++)
-        for (int i = 0; i < n->rows; i++) {
-            const uint64_t o = (uint64_t)l * 64 < n->len - 1 ? (uint64_t)l * 64 : n->len - 1;
-            const uint8_t *p = n->w + (uint64_t)i * rb + n->off + o;
-            if (l2)
-                __builtin_prefetch(p, 0, 2);
-            else
-                __builtin_prefetch(p, 0, 3);
-        }
-}
-
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_gemv_avx2(rf_mm_kernels *k);     /* gemv_avx2.c: the AVX2 int8 matvec entries */
