@@ -150,14 +150,6 @@ MK_Q8(mk_u3z, 4, 4, 0, 0, 4, 6)   /* Q3_K */
  * registers. */
 typedef void (*pack_fn)(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out);
 
-/* Byte i = 0xFF where bit i of x is set (as in matmul_x86.inc). */
-AI __m256i bits32(uint32_t x) {
-    __m256i v = _mm256_set1_epi32((int)x);
-    v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
-    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
-    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
-
 /* Legacy 32-element blocks (layouts in quant.c), kind: 0 Q4_0 (u = nibble, z = 8), 1 Q4_1 (u =
  * nibble, m), 2 Q5_0 (u = nibble + 16 * bit e of qh, z = 16), 3 Q5_1 (the same u, m), 4 IQ4_NL
  * (signed codebook values); s = d. Records of 288 bytes, 320 with m. The 16 quant bytes end each
@@ -169,7 +161,7 @@ AI void pack_legacy(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t n
     const int has_m = kind == 1 || kind == 3, five = kind == 2 || kind == 3, ho = kind == 2 ? 2 : 4;
     const int64_t rec = has_m ? 320 : 288;
     const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
-    const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i cb = iq4_codebook();
     const __m256i tab = _mm256_set_m128i(cb, cb);
     for (int64_t i = 0; i < nbc; i += 2, out += 2 * rec) {
         const int two = i + 1 < nbc;
@@ -391,7 +383,7 @@ static void pack_q3_k(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t
  * (element j low nibble, j + 16 high nibble); two sub-blocks per transpose as for Q4_0. */
 static void pack_iq4_xs(const uint8_t *w, const int32_t *ridx, int64_t b0, int64_t nbc, uint8_t *out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i cb = iq4_codebook();
     const __m256i tab = _mm256_set_m128i(cb, cb);
     for (int64_t S = b0 / 8; S < (b0 + nbc) / 8; S++, out += 8 * 288) {
         const uint8_t *sb = w + S * 136;

@@ -54,11 +54,6 @@ AI __m256i hfinish(__m256i p, __m256i q) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(p, q, 0x20), _mm256_permute2x128_si256(p, q, 0x31));
 }
 
-/* 16 packed nibbles -> 32 bytes: element j (j < 16) = low nibble of byte j, j + 16 = high. */
-AI __m256i nib32(const uint8_t *qs) {
-    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-}
 
 /* ---- Q4_K / Q5_K --------------------------------------------------------------------------
  * Row of nsb superblocks (144 bytes: d, dmin, 12 bytes of 6-bit scales/mins, 128 nibble bytes;
@@ -218,7 +213,8 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
  * blocks (320 bytes): 4 x 64 rearranged codes, 8 dx, 8 int32 -8 * sum(xq). Leftover blocks
  * (nb % 8) one at a time from x. Against one block per register (the Q8_0 scheme with nibbles):
  * 18.1 -> 21.6 GB/s one thread from L3 (docs/PERF-CPU.md section 16). */
-static const int q4p_ord[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+/* The block order the hadd tree leaves two-blocks-per-register sums in (Q4_0 and IQ4_XS). */
+static const int pair_ord[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 AI float q4_0_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t nb) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -238,14 +234,14 @@ AI float q4_0_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t 
         }
         const __m256i isum = _mm256_add_epi32(HADD(HADD(a[0], a[1]), HADD(a[2], a[3])), _mm256_load_si256((const __m256i *)(xr + 288)));
         uint16_t h[8];
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + 18 * q4p_ord[k], 2);
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + 18 * pair_ord[k], 2);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xr + 256))), acc);
     }
     float s = hsum8(acc);
     const int8_t *xq = x->q + 32 * b;
     for (; b < nb; b++, w += 18, xq += 32) {
-        const int I = hsum8i(dot_us8(nib32(w + 2), _mm256_loadu_si256((const __m256i *)xq))) -
+        const int I = hsum8i(dot_us8(nibbles32(w + 2), _mm256_loadu_si256((const __m256i *)xq))) -
                       8 * ((int)x->s16[2 * b] + x->s16[2 * b + 1]);
         s += (float)I * (f16v(w) * x->d[b]);
     }
@@ -265,7 +261,7 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
             memcpy(o + 64 * k + 48, xq + 64 * k + 48, 16);
         }
         for (int j = 0; j < 8; j++) {
-            const int64_t bj = 8 * g + q4p_ord[j];
+            const int64_t bj = 8 * g + pair_ord[j];
             ((float *)(o + 256))[j] = x->d[bj];
             ((int32_t *)(o + 288))[j] = -8 * ((int32_t)x->s16[2 * bj] + x->s16[2 * bj + 1]);
         }
@@ -285,10 +281,8 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
  * Codes are looked up with vpshufb and multiplied with the sign trick (pairs up to 32512, so the
  * two nibble halves are widened by vpmaddwd separately). Record per superblock (288 bytes): 4 x
  * 64 rearranged codes, 8 dx. */
-static const int iq4p_ord[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-
 AI float iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb) {
-    const __m128i cb = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i cb = iq4_codebook();
     const __m256i tab = _mm256_set_m128i(cb, cb), m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     /* sub-block order 0,2,4,6,1,3,5,7: low scale nibble at bit 4s, high pair at bit 2s */
     const __m256i shl = _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28), shh = _mm256_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14);
@@ -333,7 +327,7 @@ static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8
             memcpy(o + 64 * k + 32, xq + 64 * k + 16, 16);
             memcpy(o + 64 * k + 48, xq + 64 * k + 48, 16);
         }
-        for (int j = 0; j < 8; j++) ((float *)(o + 256))[j] = x->d[8 * S + iq4p_ord[j]];
+        for (int j = 0; j < 8; j++) ((float *)(o + 256))[j] = x->d[8 * S + pair_ord[j]];
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
