@@ -455,56 +455,6 @@ MM_UNROLL
         for (int l = 0; l < 32; l++) w[l] = d1 * u2f_sub((byte_of(q, l) >> sh) & 0xf, MAGIC) - m1;
     }
 };
-/* The X8 layout of Q4_K (rf_gpu_mm_repack; device-only, the same 144 bytes per superblock), in the
- * shape of Q4_0's X8 group: a 16-byte header, then sub-block p's 32 quants as 16 bytes at 16 + 16p
- * in Q4_0's order (byte i: element i in the low nibble, element 16 + i in the high one), so a
- * sub-block is one aligned 16-byte load and its dot is Q4_0's. Header: bytes 0-3 d, dmin (f16, as
- * in Q4_K); byte 4 + p = sc_p | (m_p & 3) << 6; bits 4p..4p+3 of the word at 12 = m_p >> 2, so one
- * byte permute and one shift give a sub-block's 6-bit scale and min (Q4_K packs them across 12
- * bytes by sub-block half). */
-HD void q4k_x8_block(const uint8_t *src, uint8_t *dst) {
-    const uint8_t *s = src + 4;
-    uint32_t mh = 0;
-    for (int p = 0; p < 4; p++) dst[p] = src[p];
-    for (int p = 0; p < 8; p++) {
-        const uint32_t sc = p < 4 ? s[p] & 63u : (s[p + 4] & 15u) | ((uint32_t)(s[p - 4] >> 6) << 4);
-        const uint32_t m = p < 4 ? s[p + 4] & 63u : (uint32_t)(s[p + 4] >> 4) | ((uint32_t)(s[p] >> 6) << 4);
-        dst[4 + p] = (uint8_t)(sc | (m & 3u) << 6);
-        mh |= (m >> 2) << (4 * p);
-    }
-    for (int i = 0; i < 4; i++) dst[12 + i] = (uint8_t)(mh >> (8 * i));
-    for (int p = 0; p < 8; p++) {
-        const uint8_t *q = src + 16 + 32 * (p >> 1);
-        const int sh = 4 * (p & 1);
-        for (int i = 0; i < 16; i++)
-            dst[16 + 16 * p + i] = (uint8_t)(((q[i] >> sh) & 15) | (((q[16 + i] >> sh) & 15) << 4));
-    }
-}
-/* Sub-block p's 6-bit scale and min from the X8 header words h[0..3]. */
-HD void q4k_x8_sm(const uint32_t *h, int p, uint32_t *sc, uint32_t *m) {
-#ifdef MM_DEVICE_PASS
-    const uint32_t e = __byte_perm(h[1], h[2], (uint32_t)p);
-#else
-    const uint32_t e = (p < 4 ? h[1] >> (8 * p) : h[2] >> (8 * (p - 4))) & 0xffu;
-#endif
-    *sc = e & 63u;
-    *m = ((e >> 6) & 3u) | ((h[3] >> (4 * p)) & 15u) << 2;
-}
-struct DecQ4_KX8 {
-    enum { QK = 256, BB = 144, E = 32, C = 8, A = 16 };
-    static HD void dec(const uint8_t *b, int p, float *w) {
-        uint32_t h[4], q[4], sc, m;
-        ldw_a16<16>(b, h);
-        ldw_a16<16>(b + 16 + 16 * p, q);
-        q4k_x8_sm(h, p, &sc, &m);
-        const float d1 = mm_h2f((uint16_t)(h[0] & 0xffffu)) * (float)sc, m1 = mm_h2f((uint16_t)(h[0] >> 16)) * (float)m;
-MM_UNROLL
-        for (int l = 0; l < 16; l++) {
-            w[l] = d1 * u2f_sub(byte_of(q, l) & 0xf, MAGIC) - m1;
-            w[16 + l] = d1 * u2f_sub(byte_of(q, l) >> 4, MAGIC) - m1;
-        }
-    }
-};
 /* Q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128]; fifth bit of sub-block p element l is
  * bit p of qh[l]. */
 struct DecQ5_K {
@@ -812,24 +762,6 @@ template <> struct Qd<DecQ8_0X8> {
         uint32_t q[8];
         ldw_a16<32>(b + 16 + 32 * p, q);
         q8_0_ints(q, t);
-    }
-};
-
-template <> struct Qd<DecQ4_KX8> {
-    enum { G = 1, MIN = 1 };
-    static HD void decq(const uint8_t *b, int p, float *t, float *mul, float *add) {
-        uint32_t h[4], q[4], sc, m;
-        ldw_a16<16>(b, h);
-        ldw_a16<16>(b + 16 + 16 * p, q);
-        q4k_x8_sm(h, p, &sc, &m);
-        mul[0] = mm_h2f((uint16_t)(h[0] & 0xffffu)) * (float)sc;
-        add[0] = -(mm_h2f((uint16_t)(h[0] >> 16)) * (float)m);
-MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            const uint32_t lo = q[i] & 0x0f0f0f0fu, hi = (q[i] >> 4) & 0x0f0f0f0fu;
-            MM_BYTES4(lo, t + 4 * i, MAGIC);
-            MM_BYTES4(hi, t + 16 + 4 * i, MAGIC);
-        }
     }
 };
 
@@ -1375,33 +1307,6 @@ struct VQ8_0X8 {
     }
     template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
         return VQ8_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
-    }
-};
-
-/* Q4_K X8 (see DecQ4_KX8): unit u = sub-block u, Q4_0's dot; its scale and min from the header. */
-struct VQ4_KX8 {
-    typedef DecQ4_KX8 Dec;
-    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
-    struct Raw {
-        uint32_t h[4], q[4];
-    };
-    static HD void load(const uint8_t *b, int u, Raw &r) {
-        ldw_a16<16>(b, r.h);
-        ldw_a16<16>(b + 16 + 16 * u, r.q);
-    }
-    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[4], hi[4], sc, m;
-MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            lo[i] = r.q[i] & 0x0f0f0f0fu;
-            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
-        }
-        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
-        q4k_x8_sm(r.h, u, &sc, &m);
-        const float2 dx = xd[u];
-        /* s * sc is exact in int and in f32: |s| <= 32 * 15 * 127, sc < 64 */
-        return mm_h2f((uint16_t)(r.h[0] & 0xffffu)) * dx.x * (float)(s * (int)sc) -
-               mm_h2f((uint16_t)(r.h[0] >> 16)) * dx.y * (float)m;
     }
 };
 
@@ -2297,15 +2202,6 @@ template <class F> struct MvtTune {
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
     enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN };
 };
-#ifndef MVT_Q4_K_S /* (overridable for benchmarks) */
-#define MVT_Q4_K_ON 1
-#define MVT_Q4_K_S 3
-#define MVT_Q4_K_B 3
-#define MVT_Q4_K_UN 4
-#endif
-template <> struct MvtTune<MvpI8<VQ4_KX8> > {
-    enum { ON = MVT_Q4_K_ON, S = MVT_Q4_K_S, B = MVT_Q4_K_B, UN = MVT_Q4_K_UN };
-};
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
 /* Offset of the rings from k_mvt's 64-byte aligned base: after the staged x and the norm's reduction
@@ -2664,7 +2560,6 @@ struct rf_gpu_matmul_ctx {
 static const char *mm_type_name(uint32_t type) {
     if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_X8)) return "q4_0/x8";
     if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_X8)) return "q8_0/x8";
-    if (type == (RF_TYPE_Q4_K | RF_GPU_MM_X8)) return "q4_K/x8";
     return rf_type_name(type);
 }
 
@@ -3085,7 +2980,6 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q8_0: return MVT(DecQ8_0);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVT(DecQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVT(DecQ8_0X8);
-    case RF_TYPE_Q4_K | RF_GPU_MM_X8: return MVT(DecQ4_KX8);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -3187,7 +3081,6 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q8_0: return MVQ(VQ8_0);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVQ(VQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVQ(VQ8_0X8);
-    case RF_TYPE_Q4_K | RF_GPU_MM_X8: return MVQ(VQ4_KX8);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -3270,7 +3163,7 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_F32: case RF_TYPE_F16: case RF_TYPE_BF16: case RF_TYPE_Q4_0: case RF_TYPE_Q4_1:
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8: case RF_TYPE_Q4_K | RF_GPU_MM_X8:
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8:
         return 1;
     default: return 0;
     }
@@ -3298,7 +3191,6 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_Q4_K | RF_GPU_MM_X8: return run_typed<DecQ4_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -3429,10 +3321,10 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
 /* ---- Weight repacking (X8 layouts, see DecQ4_0X8) ------------------------------------------ */
 
 /* The X8 type of `type` for rows of n_in elements, or 0 when it has none (only Q4_0 / Q8_0 with
- * n_in % 256 == 0: whole groups of 8 blocks per row; Q4_K, whose superblocks are such groups). */
+ * n_in % 256 == 0: whole groups of 8 blocks per row). */
 static uint32_t x8_type(uint32_t type, int64_t n_in) {
     if (n_in <= 0 || n_in % 256) return 0;
-    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_Q4_K ? type | RF_GPU_MM_X8 : 0;
+    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 ? type | RF_GPU_MM_X8 : 0;
 }
 
 /* k_repack_x8: w holds ngroups groups of 8 blocks of BB bytes (2-byte aligned); each thread
@@ -3447,19 +3339,6 @@ template <int BB> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
     x8_group((const uint8_t *)src, (uint8_t *)p, BB);
 }
 
-/* k_repack_q4k_x8: w holds nblocks Q4_K superblocks (16-byte aligned); each thread rewrites one in
- * place (q4k_x8_block from a copy in registers). Any grid covering nblocks threads. */
-__global__ void k_repack_q4k_x8(uint8_t *w, int64_t nblocks) {
-    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= nblocks) return;
-    uint4 *p = (uint4 *)(w + g * 144);
-    uint4 src[9];
-    for (int i = 0; i < 9; i++) src[i] = p[i];
-    uint4 dst[9];
-    q4k_x8_block((const uint8_t *)src, (uint8_t *)dst);
-    for (int i = 0; i < 9; i++) p[i] = dst[i];
-}
-
 extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
                                 uint32_t *out_type) {
     if (!ctx || !out_type || n_out < 0 || n_in < 0 || (n_out > 0 && !w)) {
@@ -3469,11 +3348,10 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
     *out_type = type;
     const uint32_t xt = x8_type(type, n_in);
     if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
+    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
     const int64_t ngroups = n_out * (n_in / 256);
     const unsigned blocks = (unsigned)((ngroups + 127) / 128);
-    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
-    if (type == RF_TYPE_Q4_K) k_repack_q4k_x8<<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
-    else if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
     else k_repack_x8<34><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
     if (mm_check(mmGetLastError(), "repack launch")) return -1;
     *out_type = xt;
@@ -3483,10 +3361,6 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
 extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
     const uint32_t xt = x8_type(type, n_in);
     if (!xt) return 0;
-    if (type == RF_TYPE_Q4_K) {
-        for (int64_t g = 0; g < n_in / 256; g++) q4k_x8_block((const uint8_t *)src + g * 144, (uint8_t *)dst + g * 144);
-        return xt;
-    }
     const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
     for (int64_t g = 0; g < n_in / 256; g++)
         x8_group((const uint8_t *)src + g * 8 * bb, (uint8_t *)dst + g * 8 * bb, bb);
@@ -3514,7 +3388,6 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q8_0: host_decode<DecQ8_0>(row, n_in, out); return 0;
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
-    case RF_TYPE_Q4_K | RF_GPU_MM_X8: host_decode<DecQ4_KX8>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -3572,7 +3445,6 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q4_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_KX8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;
