@@ -714,8 +714,10 @@ static void test_swiglu_q(gpu_env *env) {
         if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
         if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
         const int64_t n_out = test_randint(1, 300);
-        const int accumulate = trial % 2, non_finite = trial % 4 == 3 ? 1 + (trial / 4) % 2 : 0;
-        const int int8_path = bt != RF_TYPE_F16 && bt != RF_TYPE_IQ4_XS;
+        /* every type once with finite inputs (first round) and once with a NaN or an inf (second) */
+        const int round = trial / NT, accumulate = (trial + round) % 2;
+        const int non_finite = round == 1 ? 1 + (trial % NT) % 2 : 0;
+        const int int8_path = bt != RF_TYPE_F16;
         uint64_t rb = 0;
         uint8_t *w;
         float *wf;
