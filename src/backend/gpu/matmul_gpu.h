@@ -123,8 +123,9 @@ void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
 /* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
  * weight that rf_gpu_mm_repack rearranged. X8 (Q4_0, Q8_0; n_in % 256 == 0): every group of 8
  * consecutive blocks of a row holds its 8 f16 scales first, then the 8 blocks' quants, so each
- * block's quants start 16-byte aligned (matmul.cu, DecQ4_0X8). Same bytes per row as the GGUF
- * type. Any other combination of flag, type and n_in is refused as an unsupported type / shape. */
+ * block's quants start 16-byte aligned (matmul_decoders.cuh, DecQ4_0X8). Same bytes per row as
+ * the GGUF type. Any other combination of flag, type and n_in is refused as an unsupported type /
+ * shape. */
 #define RF_GPU_MM_X8 0x10000u
 
 /* Rearranges W (device memory, 16-byte aligned, n_out rows of n_in elements of `type`) in place

@@ -1,0 +1,515 @@
+/* matmul_units.cuh: the int8-activation unit formats of matmul.cu (included once, by matmul.cu
+ * only).
+ *
+ * A unit is the part of a weight block one lane loads and dots with int8 x per step (struct V* below:
+ * its raw words, load, dot); the decode matvecs k_mvp / k_mvt and the two-kernel k_mvq are templates
+ * over them. Host and device: rf_gpu_mm_host_qdot runs them on the host against the f32 oracle.
+ * Needs matmul_decoders.cuh and the definitions at the top of matmul.cu. */
+
+/* 4 int8 x 4 int8 dot added to c (signed). */
+HD int mm_dp4a(int a, int b, int c) {
+#if !defined(MM_DEVICE_PASS)
+    int s = c;
+    for (int i = 0; i < 4; i++) s += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
+    return s;
+#elif defined(MM_HIP)
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#else
+    int s = c;
+MM_UNROLL
+    for (int i = 0; i < 4; i++) s += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
+    return s;
+#endif
+#else
+    return __dp4a(a, b, c);
+#endif
+}
+
+/* Waits for the preceding kernel of the stream when launched as a programmatic dependent launch
+ * (CUDA, sm_90+); a no-op otherwise. */
+__device__ __forceinline__ void mm_grid_dep_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mm_grid_dep_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+#ifndef MM_HIP
+/* Bulk copies into shared memory (the Hopper TMA unit, sm_90+), completed on an mbarrier: the
+ * copy engine streams the bytes while the warps compute, holding no registers. Used by k_mvt only;
+ * other targets never launch it (the bodies trap there). Contract of mm_bulk_load: dst and src
+ * 16-byte aligned, bytes a multiple of 16 (< 2^20); one call per barrier phase, by one thread. */
+__device__ __forceinline__ uint32_t mm_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mm_mbar_init(uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mm_smem_u32(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+    (void)bar;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mm_smem_u32(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     mm_smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(mm_smem_u32(bar))
+                 : "memory");
+#else
+    (void)dst, (void)src, (void)bytes, (void)bar;
+    __trap();
+#endif
+}
+/* Waits until the barrier's phase with this parity (0 for the first use, then alternating) completed. */
+__device__ __forceinline__ void mm_mbar_wait(uint64_t *bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(mm_smem_u32(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+#else
+    (void)bar, (void)parity;
+    __trap();
+#endif
+}
+#endif
+
+/* NW little-endian words of the bytes [p, p + 4 NW), p 2-byte aligned: NW (+1 when p % 4 == 2)
+ * aligned word loads, then a 16-bit funnel shift. Reads no word outside [p & ~3, p + 4 NW). */
+template <int NW> HD void ldw_u2(const uint8_t *p, uint32_t *out) {
+    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const bool odd = ((uintptr_t)p & 2) != 0;
+    uint32_t w[NW + 1];
+MM_UNROLL
+    for (int i = 0; i < NW; i++) w[i] = a[i];
+    w[NW] = odd ? a[NW] : 0u;
+MM_UNROLL
+    for (int i = 0; i < NW; i++) out[i] = odd ? ((w[i] >> 16) | (w[i + 1] << 16)) : w[i];
+}
+
+/* 16 int8 of x (16-byte aligned) as 4 words. */
+HD int4 ldx16(const int8_t *p) { return *(const int4 *)p; }
+
+/* k_mvp keeps the int8 x in shared memory with its 16-byte chunks permuted inside each 64-byte
+ * group: address bits 4, 5 are XORed with bits 7, 8 (CUDA only; a bijection per aligned group).
+ * Lanes of a quarter-warp read chunks 64 or 256 bytes apart (Q4_K: sub-block pairs of two
+ * blocks; Q4_0 / Q8_0: consecutive 32-byte blocks); unpermuted those share banks (2- to 4-way
+ * conflicts, the top stall in ncu), permuted they spread over the bank row. mm_xswz maps an
+ * address of the logical array to where the chunk lives; the writer and the readers both use it,
+ * so any base works for correctness (k_mvp aligns its base to 64 bytes and pads x to 64). */
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ int8_t *mm_xswz(int8_t *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return p + (int)((a ^ ((a >> 3) & 0x30u)) - a);
+}
+#define MM_XSWZ_ON 1
+#else
+HD int8_t *mm_xswz(int8_t *p) { return p; }
+#define MM_XSWZ_ON 0
+#endif
+/* ldx16 from k_mvp's permuted shared x (SW = 1) or a plain array (SW = 0). */
+template <int SW> HD int4 ldx16s(const int8_t *p) {
+#if MM_XSWZ_ON
+    if (SW) return *(const int4 *)mm_xswz((int8_t *)p);
+#endif
+    return *(const int4 *)p;
+}
+/* dot of 16 weight bytes (4 words, int8 values) with 16 x int8 */
+HD int dot16(const uint32_t *w, int4 x, int s) {
+    s = mm_dp4a((int)w[0], x.x, s);
+    s = mm_dp4a((int)w[1], x.y, s);
+    s = mm_dp4a((int)w[2], x.z, s);
+    return mm_dp4a((int)w[3], x.w, s);
+}
+/* The IQ4_NL codebook (quant.c's rf_iq4nl_values), four int8 entries per word, entry 0 lowest. */
+#define MM_IQ4_W0 0xbfad9881u
+#define MM_IQ4_W1 0xf6eaddcfu
+#define MM_IQ4_W2 0x26190d01u
+#define MM_IQ4_W3 0x71594535u
+/* The codebook entries of 4 indices 0..15, one per byte of v, as 4 int8 in one word: two byte
+ * permutes over the table's halves, then a per-byte select by each index's bit 3 (the host twin
+ * reads the same words byte by byte). */
+HD uint32_t mm_iq4_lookup(uint32_t v) {
+#if defined(MM_DEVICE_PASS)
+    const uint32_t sel = (v & 7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
+    const uint32_t lo = __byte_perm(MM_IQ4_W0, MM_IQ4_W1, sel), hi = __byte_perm(MM_IQ4_W2, MM_IQ4_W3, sel);
+    const uint32_t m = ((v >> 3) & 0x01010101u) * 0xffu;
+    return (hi & m) | (lo & ~m);
+#else
+    const uint32_t w[4] = {MM_IQ4_W0, MM_IQ4_W1, MM_IQ4_W2, MM_IQ4_W3};
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t e = (v >> (8 * i)) & 15u;
+        r |= ((w[e >> 2] >> (8 * (e & 3))) & 0xffu) << (8 * i);
+    }
+    return r;
+#endif
+}
+/* bits 0..3 of v -> bit 4 of bytes 0..3 */
+HD uint32_t spread4(uint32_t v) { return (((v & 0xfu) * 0x00204081u) & 0x01010101u) << 4; }
+
+/* Unit formats V: a "unit" is the part of a weight block one lane handles per step (32 weights).
+ * V { Dec: the f32 decoder (fallback); QK, BB: block elements / bytes; UPB: units per block;
+ * A: weight alignment; Raw: the unit's loaded bytes; load(b, u, r): loads unit u of block b;
+ * dot(r, u, xq, xd): sum over the unit's elements of w * xin, with xq / xd pointing at the x of
+ * the block's first element }. */
+struct VQ4_0 {
+    typedef DecQ4_0 Dec;
+    enum { QK = 32, BB = 18, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, q[4];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<4>(b + 2, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
+    }
+};
+/* IQ4_NL: Q4_0's block (layout, loads) with the nibbles indexing the codebook (mm_iq4_lookup),
+ * no offset. */
+struct VIQ4_NL : VQ4_0 {
+    typedef DecIQ4_NL Dec;
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
+            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
+    }
+};
+/* IQ4_XS (layout in quant.c): unit u = sub-block u of the 136-byte superblock, its 16 quant bytes
+ * at 8 + 16u indexing the codebook (mm_iq4_lookup), its scale d * (sc6 - 32) from scales_l
+ * nibble u and scales_h bits 2u, 2u + 1. */
+struct VIQ4_XS {
+    typedef DecIQ4_XS Dec;
+    enum { QK = 256, BB = 136, UPB = 8, A = 8 };
+    struct Raw {
+        uint32_t h, l, q[4]; /* h: d | scales_h << 16; l: scales_l */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.h = ld32_a4(b);
+        r.l = ld32_a4(b + 4);
+        ldw_a4<16>(b + 8 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
+            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
+        const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
+        return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
+    }
+};
+struct VQ4_1 {
+    typedef DecQ4_1 Dec;
+    enum { QK = 32, BB = 20, UPB = 1, A = 4 };
+    struct Raw {
+        uint32_t dm, q[4];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.dm = ld32_a4(b);
+        ldw_a4<16>(b + 4, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
+    }
+};
+struct VQ5_0 {
+    typedef DecQ5_0 Dec;
+    enum { QK = 32, BB = 22, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, w[5]; /* w[0] = qh, w[1..4] = qs */
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<5>(b + 2, r.w);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
+            hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 16.0f * dx.y);
+    }
+};
+struct VQ5_1 {
+    typedef DecQ5_1 Dec;
+    enum { QK = 32, BB = 24, UPB = 1, A = 8 };
+    struct Raw {
+        uint32_t dm, w[5];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.dm = ld32_a4(b);
+        ldw_a4<20>(b + 4, r.w);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.w[1 + i] & 0x0f0f0f0fu) | spread4(r.w[0] >> (4 * i));
+            hi[i] = ((r.w[1 + i] >> 4) & 0x0f0f0f0fu) | spread4(r.w[0] >> (16 + 4 * i));
+        }
+        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        const float2 dx = xd[0];
+        return mm_h2f((uint16_t)(r.dm & 0xffffu)) * dx.x * (float)s + mm_h2f((uint16_t)(r.dm >> 16)) * dx.y;
+    }
+};
+struct VQ8_0 {
+    typedef DecQ8_0 Dec;
+    enum { QK = 32, BB = 34, UPB = 1, A = 2 };
+    struct Raw {
+        uint32_t d, q[8];
+    };
+    static HD void load(const uint8_t *b, int, Raw &r) {
+        r.d = ld16(b);
+        ldw_u2<8>(b + 2, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        const int s = dot16(r.q + 4, ldx16s<SW>(xq + 16), dot16(r.q, ldx16s<SW>(xq), 0));
+        return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
+    }
+};
+/* X8 layouts (see DecQ4_0X8): a "block" is a group of 8 original blocks, unit u = block u of
+ * the group; its scale is at b + 2u, its quants 16-byte aligned after the 16 scale bytes. */
+struct VQ4_0X8 {
+    typedef DecQ4_0X8 Dec;
+    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
+    typedef VQ4_0::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 2 * u);
+        ldw_a16<16>(b + 16 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        return VQ4_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
+    }
+};
+struct VQ8_0X8 {
+    typedef DecQ8_0X8 Dec;
+    enum { QK = 256, BB = 272, UPB = 8, A = 16 };
+    typedef VQ8_0::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 2 * u);
+        ldw_a16<32>(b + 16 + 32 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        return VQ8_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
+    }
+};
+
+/* Scales and mins of Q4_K / Q5_K sub-blocks 2j and 2j + 1 (j = 0..3) from the 12 scale bytes
+ * (words s[0..2]), without branches: sub-blocks 0..3 keep 6 bits in bytes 0..3 (scale) and 4..7
+ * (min); 4..7 take 4 bits from bytes 8..11 and their top 2 bits from bits 6..7 of bytes 0..7. */
+HD void k4_sm_pair(const uint32_t *s, int j, float *sc0, float *m0, float *sc1, float *m1) {
+    const int sh = 16 * (j & 1);
+    const uint32_t b0 = s[0] >> sh, b1 = s[1] >> sh, b2 = s[2] >> sh;
+    const bool hi = j >= 2;
+    const uint32_t a0 = hi ? ((b2 & 15) | ((b0 >> 2) & 0x30)) : (b0 & 63);
+    const uint32_t a1 = hi ? (((b2 >> 8) & 15) | ((b0 >> 10) & 0x30)) : ((b0 >> 8) & 63);
+    const uint32_t c0 = hi ? (((b2 >> 4) & 15) | ((b1 >> 2) & 0x30)) : (b1 & 63);
+    const uint32_t c1 = hi ? (((b2 >> 12) & 15) | ((b1 >> 10) & 0x30)) : ((b1 >> 8) & 63);
+    *sc0 = (float)a0, *sc1 = (float)a1, *m0 = (float)c0, *m1 = (float)c1;
+}
+
+/* Q4_K unit u (0..3) = sub-block pair j = u: qs bytes [32j, +32): low nibbles = the 32 elements
+ * of sub-block 2j, high nibbles = those of sub-block 2j + 1; both scales and mins applied once
+ * per unit (64 weights, so the scale decode and the index arithmetic are paid per 64). */
+struct VQ4_K {
+    typedef DecQ4_K Dec;
+    enum { QK = 256, BB = 144, UPB = 4, A = 16 };
+    struct Raw {
+        uint32_t hd[4], q[8];
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        ldw_a16<16>(b, r.hd);
+        ldw_a16<32>(b + 16 + 32 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[8], hi[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            lo[i] = r.q[i] & 0x0f0f0f0fu;
+            hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
+        }
+        const int8_t *xj = xq + 64 * j;
+        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
+        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
+        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+        float sc0, m0, sc1, m1;
+        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
+        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
+        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+    }
+};
+/* Q5_K: as Q4_K, fifth bits from qh bytes [16h, +16) (bit p for sub-block p). */
+struct VQ5_K {
+    typedef DecQ5_K Dec;
+    enum { QK = 256, BB = 176, UPB = 8, A = 16 };
+    struct Raw {
+        uint32_t hd[4], qh[4], q[4];
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        ldw_a16<16>(b, r.hd);
+        ldw_a16<16>(b + 16 + 16 * (u & 1), r.qh);
+        ldw_a16<16>(b + 48 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int j = u >> 1, h = u & 1;
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.q[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j)) & 0x01010101u) << 4);
+            hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j + 1)) & 0x01010101u) << 4);
+        }
+        const int s0 = dot16(lo, ldx16s<SW>(xq + 64 * j + 16 * h), 0);
+        const int s1 = dot16(hi, ldx16s<SW>(xq + 64 * j + 32 + 16 * h), 0);
+        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+        float sc0, m0, sc1, m1;
+        k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
+        k4_sm(r.hd + 1, 2 * j + 1, &sc1, &m1);
+        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
+        float v = d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1);
+        if (h == 0) v -= dmin * (m0 * x0.y + m1 * x1.y);
+        return v;
+    }
+};
+/* Q2_K and Q3_K (layouts in quant.c): unit u = the 32 elements 32u.. of the superblock (half h =
+ * u / 4, k = u % 4): bits 2k..2k+1 of the 32 quant bytes of half h (Q3_K: plus bit u of hmask[l]
+ * as bit 2), two 16-element scale groups 2u, 2u + 1. The codes enter dp4a unsigned; Q2_K's mins
+ * and Q3_K's offset -4 use the 16-element sums of x (dp4a with ones), as Q6_K's -32. */
+HD int sum16x(int4 x) {
+    const uint32_t ones[4] = {0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u};
+    return dot16(ones, x, 0);
+}
+struct VQ2_K {
+    typedef DecQ2_K Dec;
+    enum { QK = 256, BB = 84, UPB = 8, A = 4 };
+    struct Raw {
+        uint32_t sc, dm, q[8]; /* sc: scale bytes 2u, 2u + 1 (low nibble scale, high nibble min) */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.sc = ld16(b + 2 * u);
+        r.dm = ld32_a4(b + 80);
+        ldw_a4<32>(b + 16 + 32 * (u >> 2), r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int k = u & 3;
+        uint32_t c[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) c[i] = (r.q[i] >> (2 * k)) & 0x03030303u;
+        const int4 x0 = ldx16s<SW>(xq + 32 * u), x1 = ldx16s<SW>(xq + 32 * u + 16);
+        const int s0 = dot16(c, x0, 0), s1 = dot16(c + 4, x1, 0);
+        const float sc0 = (float)(r.sc & 0xfu), m0 = (float)((r.sc >> 4) & 0xfu);
+        const float sc1 = (float)((r.sc >> 8) & 0xfu), m1 = (float)((r.sc >> 12) & 0xfu);
+        const float d = mm_h2f((uint16_t)(r.dm & 0xffffu)), dmin = mm_h2f((uint16_t)(r.dm >> 16));
+        return xd[u].x * (d * (sc0 * (float)s0 + sc1 * (float)s1) - dmin * (m0 * (float)sum16x(x0) + m1 * (float)sum16x(x1)));
+    }
+};
+struct VQ3_K {
+    typedef DecQ3_K Dec;
+    enum { QK = 256, BB = 110, UPB = 8, A = 2 };
+    struct Raw {
+        uint32_t d, sc[2], hm[8], q[8]; /* sc: the 6-bit scales 2u, 2u + 1, stored +32 */
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 108);
+        ldw_u2<8>(b, r.hm);
+        ldw_u2<8>(b + 32 + 32 * (u >> 2), r.q);
+MM_UNROLL
+        for (int t = 0; t < 2; t++) {
+            const int s = 2 * u + t;
+            const uint32_t lo = s < 8 ? b[96 + s] & 0xfu : (uint32_t)b[96 + s - 8] >> 4;
+            r.sc[t] = lo | (((uint32_t)b[104 + (s & 3)] >> (2 * (s >> 2)) & 3u) << 4);
+        }
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int k = u & 3;
+        uint32_t c[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) c[i] = ((r.q[i] >> (2 * k)) & 0x03030303u) | (((r.hm[i] >> u) & 0x01010101u) << 2);
+        const int4 x0 = ldx16s<SW>(xq + 32 * u), x1 = ldx16s<SW>(xq + 32 * u + 16);
+        const int s0 = dot16(c, x0, 0) - 4 * sum16x(x0), s1 = dot16(c + 4, x1, 0) - 4 * sum16x(x1);
+        return mm_h2f((uint16_t)r.d) * xd[u].x * ((float)((int)r.sc[0] - 32) * (float)s0 + (float)((int)r.sc[1] - 32) * (float)s1);
+    }
+};
+/* Q6_K unit u (0..3): half h = u / 2, v = u % 2: elements 16v.. of the four 32-element quarters t
+ * of half h, from ql bytes [64h + 16v, +16) (quarters 0, 2: low, high nibbles) and
+ * [64h + 32 + 16v, +16) (quarters 1, 3), qh bytes [32h + 16v, +16) (bits 2t, 2t + 1), scales
+ * 8h + 2t + v. The weights enter dp4a as unsigned 6-bit values; the -32 offset is applied as
+ * -32 * sum(x) over the 16 elements (four more dp4a). */
+struct VQ6_K {
+    typedef DecQ6_K Dec;
+    enum { QK = 256, BB = 210, UPB = 4, A = 2 };
+    struct Raw {
+        uint32_t la[4], lb[4], qh[4], sc[2], d;
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        const int h = u >> 1, v = u & 1;
+        ldw_u2<4>(b + 64 * h + 16 * v, r.la);
+        ldw_u2<4>(b + 64 * h + 32 + 16 * v, r.lb);
+        ldw_u2<4>(b + 128 + 32 * h + 16 * v, r.qh);
+        ldw_u2<2>(b + 192 + 8 * h, r.sc);
+        r.d = ld16(b + 208);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        const int h = u >> 1, v = u & 1;
+        uint32_t q[4][4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) {
+            q[0][i] = (r.la[i] & 0x0f0f0f0fu) | ((r.qh[i] << 4) & 0x30303030u);
+            q[1][i] = (r.lb[i] & 0x0f0f0f0fu) | ((r.qh[i] << 2) & 0x30303030u);
+            q[2][i] = ((r.la[i] >> 4) & 0x0f0f0f0fu) | (r.qh[i] & 0x30303030u);
+            q[3][i] = ((r.lb[i] >> 4) & 0x0f0f0f0fu) | ((r.qh[i] >> 2) & 0x30303030u);
+        }
+        float acc = 0.0f;
+MM_UNROLL
+        for (int t = 0; t < 4; t++) {
+            const int4 x = ldx16s<SW>(xq + 32 * (4 * h + t) + 16 * v);
+            const int ones = 0x01010101;
+            const int sx = mm_dp4a(ones, x.w, mm_dp4a(ones, x.z, mm_dp4a(ones, x.y, mm_dp4a(ones, x.x, 0))));
+            const int dq = dot16(q[t], x, 0) - 32 * sx;
+            const float sc = (float)(int8_t)(uint8_t)(r.sc[t >> 1] >> (8 * (v + 2 * (t & 1))));
+            acc += sc * xd[4 * h + t].x * (float)dq;
+        }
+        return mm_h2f((uint16_t)r.d) * acc;
+    }
+};
