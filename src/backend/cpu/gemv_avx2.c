@@ -16,7 +16,8 @@
  *
  * int16 bounds of vpmaddubsw (a saturated pair sum would be wrong): |xq| <= 127. Q4_0 / Q4_K:
  * u <= 15, pair <= 3810 (Q4_0 adds two pairs in int16: 7620); Q5_K: u <= 31, pair <= 7874;
- * Q6_K: u <= 63, pair <= 16002, then vpmaddwd by the int8 scale (int32 exact); Q8_0 / IQ4_XS
+ * Q6_K: u <= 63, pair <= 16002, then vpmaddwd by the int8 scale (int32 exact); Q2_K / Q3_K:
+ * u <= 3 / 7, pair <= 762 / 1778, then vpmaddwd by the per-16 scale; Q8_0 / IQ4_XS
  * with the sign trick (|w| <= 128): pair <= 32512.
  * test_matmul's extreme codes reach them at n_tok = 1.
  *
@@ -162,6 +163,103 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     while (rf_rowq_take(rq, &r0, &r1))
         for (int64_t r = r0; r < r1; r++) y[r] = q6_k_row(w + (uint64_t)r * rb, x, nsb);
 }
+
+/* ---- Q2_K / Q3_K --------------------------------------------------------------------------
+ * Superblocks of 84 bytes (Q2_K: 16 bytes of 4-bit scale (low nibble) and min (high nibble) per
+ * 16 elements, qs[64] at 16, d at 80, dmin at 82) or 110 (Q3_K: hmask[32], qs[64] at 32, 12
+ * bytes of 6-bit scales at 96, d at 108); layouts in quant.c. Activation block b = 4h + k of the
+ * superblock has the codes u = bits 2k..2k+1 of qs[32h + l], l < 32 (Q3_K: bit 4h+k of hmask[l]
+ * is bit 2 of u), so the activations are used in natural order straight from x.
+ * Every 16 elements have their own scale. vpmaddubsw leaves the pair sums of elements 0..15 in
+ * the low 128 bits and of 16..31 in the high ones, so one vpmaddwd by a vector holding sc[2b]
+ * (low half) and sc[2b+1] (high half) as int16 gives block b's scaled sums in int32. Those
+ * vectors come from one register per superblock, the even scales as int16 in the low half and
+ * the odd ones in the high half, by one vpshufb per block (word b of each half; Q6_K's selection
+ * needs a shift more because its scales stay bytes). Then the hadd tree, lane b = block b.
+ * Q2_K: x = d*sc*u - dmin*mn; the mins as one vpmaddwd of mn with the activation 16-sums (lane b:
+ * mn[2b]*s16[2b] + mn[2b+1]*s16[2b+1]) and one fma with dmin*dx per superblock.
+ * Q3_K: x = d*(sc6 - 32)*(u - 4); the offset exact in int32 as for Q6_K: -4 * (one vpmaddwd of
+ * the scales with the 16-sums), then one fma with d*dx.
+ * Bounds (Q2_K / Q3_K): u <= 3 / 7 and |xq| <= 127, so the vpmaddubsw pairs are <= 762 / 1778
+ * in int16 (a quarter of saturation at most; 0xFF codes with +-127 activations reach them); the
+ * rest is int32: vpmaddwd by |sc| <= 15 / 32 gives lanes <= 22860 / 113792, a block's 4 lanes
+ * (hadd) <= 91440 / 455168; with |s16| <= 16 * 127 = 2032 the mins term is <= 2 * 15 * 2032 =
+ * 60960 and Q3_K's offset 4 * 2 * 32 * 2032 = 520192. */
+AI __m256i qk23_scale_sel(__m256i sce, const int b) {
+    return _mm256_shuffle_epi8(sce, _mm256_set1_epi16((short)(((2 * b + 1) << 8) | (2 * b))));
+}
+/* Bit j (0..7) of every byte moved to bit 2, the other bits cleared. 16-bit shifts suffice: for
+ * j >= 2 a byte's bit 2 comes from its own bit j, for j < 2 likewise, and the mask drops what
+ * crosses the byte boundary. */
+AI __m256i q3_hbit(__m256i hm, const int j) {
+    const __m256i v = j >= 2 ? _mm256_srli_epi16(hm, j - 2) : _mm256_slli_epi16(hm, 2 - j);
+    return _mm256_and_si256(v, _mm256_set1_epi8(4));
+}
+
+AI float qk23_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int three) {
+    const int bb = three ? 110 : 84, qo = three ? 32 : 16;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    const int8_t *xq = x->q;
+    for (int64_t S = 0; S < nsb; S++, w += bb, xq += 256) {
+        PF(w);
+        PF(w + 64);
+        const __m256 dx = _mm256_loadu_ps(x->d + 8 * S);
+        const __m256i s16 = _mm256_loadu_si256((const __m256i *)(x->s16 + 16 * S));
+        __m128i sc8; /* the 16 scales as int8, natural order */
+        __m256i hm = _mm256_setzero_si256();
+        float d;
+        if (three) {
+            /* 6-bit scale s: low nibble in byte s (s < 8) or the high nibble of byte s - 8, high
+             * pair at bits 2*(s/4) of byte 8 + s%4; 4 scales per 32-bit word */
+            uint32_t a0, a1, a2;
+            memcpy(&a0, w + 96, 4);
+            memcpy(&a1, w + 100, 4);
+            memcpy(&a2, w + 104, 4);
+            const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+            sc8 = _mm_sub_epi8(_mm_setr_epi32((int)((a0 & lo4) | ((a2 & hi2) << 4)), (int)((a1 & lo4) | (((a2 >> 2) & hi2) << 4)),
+                                              (int)(((a0 >> 4) & lo4) | (((a2 >> 4) & hi2) << 4)),
+                                              (int)(((a1 >> 4) & lo4) | (((a2 >> 6) & hi2) << 4))),
+                               _mm_set1_epi8(32));
+            hm = _mm256_loadu_si256((const __m256i *)w);
+            d = f16v(w + 108);
+        } else {
+            const __m128i sm = _mm_loadu_si128((const __m128i *)w);
+            sc8 = _mm_and_si128(sm, m4);
+            const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
+            macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn, s16)), _mm256_mul_ps(_mm256_set1_ps(f16v(w + 82)), dx), macc);
+            d = f16v(w + 80);
+        }
+        const __m256i sce = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+        __m256i hh[2];
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(w + qo + 32 * h));
+            __m256i p[4];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                __m256i g = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3);
+                if (three) g = _mm256_or_si256(g, q3_hbit(hm, 4 * h + k));
+                p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * k))),
+                                         qk23_scale_sel(sce, 4 * h + k));
+            }
+            hh[h] = HADD(HADD(p[0], p[1]), HADD(p[2], p[3]));
+        }
+        __m256i isum = hfinish(hh[0], hh[1]);
+        if (three) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), s16), 2));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_set1_ps(d), dx), acc);
+    }
+    return hsum8(acc) - hsum8(macc);
+}
+
+AI void gemv_qk23(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int three) {
+    const int64_t nsb = x->n_in / 256;
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) y[r] = qk23_row(w + (uint64_t)r * rb, x, nsb, three);
+}
+static void gemv_q2_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_qk23(w, rb, rq, x, y, 0); }
+static void gemv_q3_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_qk23(w, rb, rq, x, y, 1); }
 
 /* ---- Q8_0 ---------------------------------------------------------------------------------
  * Groups of 8 blocks of 34 bytes (f16 d, 32 int8 codes), multiplied with the sign trick. The 8
@@ -339,6 +437,8 @@ void rf_mm_gemv_avx2(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
     k->gemv_q8[RF_TYPE_Q5_K] = gemv_q5_k;
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
+    k->gemv_q8[RF_TYPE_Q2_K] = gemv_q2_k;
+    k->gemv_q8[RF_TYPE_Q3_K] = gemv_q3_k;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_IQ4_XS] = gemv_iq4_xs;
