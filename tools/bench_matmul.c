@@ -48,9 +48,10 @@ static double bench(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w,
 
 int main(int argc, char **argv) {
     const int nth = argc > 1 ? atoi(argv[1]) : rf_physical_cores();
-    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "f16", "q2_K", "q3_K"};
+    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "f16", "q2_K", "q3_K", "q4_1", "q5_0", "q5_1", "iq4_nl"};
     const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,
-                              RF_TYPE_IQ4_XS, RF_TYPE_F16, RF_TYPE_Q2_K, RF_TYPE_Q3_K};
+                              RF_TYPE_IQ4_XS, RF_TYPE_F16, RF_TYPE_Q2_K, RF_TYPE_Q3_K, RF_TYPE_Q4_1,
+                              RF_TYPE_Q5_0, RF_TYPE_Q5_1, RF_TYPE_IQ4_NL};
     const int64_t shapes[][2] = {{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}, {32000, 2048}};
     const rf_isa isa = rf_isa_best();
     rf_threadpool *tp = rf_threadpool_new(nth);

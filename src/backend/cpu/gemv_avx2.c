@@ -346,8 +346,13 @@ AI float q4_0_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t 
     return s;
 }
 
-static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
-    const int64_t nb = x->n_in / 32, ng = nb / 8;
+/* The activation record of the paired legacy kernels (Q4_0 above, and Q4_1 / Q5_0 / Q5_1 /
+ * IQ4_NL below), per group of 8 blocks (320 bytes): 4 x 64 codes in low-nibble / high-nibble
+ * order, 8 dx in pair_ord order, then 8 values in that order: zp > 0: int32 -zp * sum(xq) (the
+ * zero point of Q4_0 / Q5_0), zp == 0: float dsum (for the mins of Q4_1 / Q5_1). In the calling
+ * thread's scratch slot 1, valid until its next use. */
+static const uint8_t *pair_pack_x(const rf_xq8 *x, const int zp) {
+    const int64_t ng = x->n_in / 256;
     uint8_t *xr = rf_thread_scratch(1, (size_t)(ng * 320) + 64);
     for (int64_t g = 0; g < ng; g++) {
         uint8_t *o = xr + g * 320;
@@ -361,13 +366,109 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
         for (int j = 0; j < 8; j++) {
             const int64_t bj = 8 * g + pair_ord[j];
             ((float *)(o + 256))[j] = x->d[bj];
-            ((int32_t *)(o + 288))[j] = -8 * ((int32_t)x->s16[2 * bj] + x->s16[2 * bj + 1]);
+            if (zp) ((int32_t *)(o + 288))[j] = -zp * ((int32_t)x->s16[2 * bj] + x->s16[2 * bj + 1]);
+            else ((float *)(o + 288))[j] = x->dsum[bj];
         }
     }
+    return xr;
+}
+
+static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    const int64_t nb = x->n_in / 32;
+    const uint8_t *xr = pair_pack_x(x, 8);
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
         for (int64_t r = r0; r < r1; r++) y[r] = q4_0_row(w + (uint64_t)r * rb, x, xr, nb);
 }
+
+/* ---- Q4_1 / Q5_0 / Q5_1 / IQ4_NL ----------------------------------------------------------
+ * Q4_0's pairing (see there) for the other 32-element formats: blocks of 20 bytes (Q4_1: f16 d,
+ * f16 m, 16 nibble bytes), 22 (Q5_0: d, 32 fifth bits qh, nibbles), 24 (Q5_1: d, m, qh, nibbles)
+ * and 18 (IQ4_NL: d, nibbles indexing the codebook); layouts in quant.c. One 256-bit register
+ * holds the nibble bytes of blocks 2k (low 128 bits) and 2k+1, the activations come from
+ * pair_pack_x's record, and the block sums leave the hadd tree in pair_ord order, which the f16
+ * scales and mins are gathered in. Q5_0 / Q5_1: the fifth bits of the low nibbles (elements
+ * 0..15) are bits 0..15 of each block's qh, those of the high nibbles bits 16..31, so one bits32
+ * per nibble half spreads 16 bits of each of the two blocks. Q5_0's offset -16 * sum(xq) is the
+ * record's int32; Q4_1 / Q5_1's mins m * dx * sum(xq) one fma of the 8 m with the record's dsum.
+ * Leftover blocks (nb % 8) one at a time from x.
+ * Bounds: u <= 15 (Q4_1) / 31 (Q5_0, Q5_1): pairs <= 3810 / 7874, and the two nibble halves'
+ * pairs added in int16 before one vpmaddwd: <= 7620 / 15748. IQ4_NL with the sign trick: |value|
+ * <= 127, pairs <= 32258, so its halves are widened by vpmaddwd separately (as IQ4_XS). kind:
+ * legacy_impl's numbering in matmul_x86.inc (1 Q4_1, 2 Q5_0, 3 Q5_1, 5 IQ4_NL). */
+AI float pair_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t nb, const int kind) {
+    const int bb = kind == 1 ? 20 : kind == 2 ? 22 : kind == 3 ? 24 : 18;
+    const int qo = kind == 1 ? 4 : kind == 2 ? 6 : kind == 3 ? 8 : 2, ho = kind == 2 ? 2 : 4;
+    const int five = kind == 2 || kind == 3, mins = kind == 1 || kind == 3, nl = kind == 5;
+    const __m128i cb = iq4_codebook();
+    const __m256i tab = _mm256_set_m128i(cb, cb), m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8, w += 8 * bb, xr += 320) {
+        PF(w);
+        PF(w + 64);
+        PF(w + 128);
+        __m256i a[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *b0 = w + 2 * k * bb, *b1 = b0 + bb;
+            const __m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + qo), (const __m128i *)(b0 + qo));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (five) {
+                uint32_t h0, h1;
+                memcpy(&h0, b0 + ho, 4);
+                memcpy(&h1, b1 + ho, 4);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(bits32((h0 & 0xFFFFu) | (h1 << 16)), m16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(bits32((h0 >> 16) | (h1 & 0xFFFF0000u)), m16));
+            }
+            const __m256i xlo = _mm256_load_si256((const __m256i *)(xr + 64 * k)), xhi = _mm256_load_si256((const __m256i *)(xr + 64 * k + 32));
+            if (nl) {
+                const __m256i qlo = _mm256_shuffle_epi8(tab, lo), qhi = _mm256_shuffle_epi8(tab, hi);
+                a[k] = _mm256_add_epi32(dot_ss8(qlo, xlo), dot_ss8(qhi, xhi));
+            } else {
+                a[k] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
+            }
+        }
+        __m256i isum = HADD(HADD(a[0], a[1]), HADD(a[2], a[3]));
+        if (kind == 2) isum = _mm256_add_epi32(isum, _mm256_load_si256((const __m256i *)(xr + 288)));
+        uint16_t h[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + bb * pair_ord[k], 2);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xr + 256))), acc);
+        if (mins) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], w + bb * pair_ord[k] + 2, 2);
+            macc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)), _mm256_load_ps((const float *)(xr + 288)), macc);
+        }
+    }
+    float s = hsum8(acc) + hsum8(macc);
+    const int8_t *xq = x->q + 32 * b;
+    for (; b < nb; b++, w += bb, xq += 32) {
+        __m256i q = nibbles32(w + qo);
+        if (five) {
+            uint32_t qh;
+            memcpy(&qh, w + ho, 4);
+            q = _mm256_or_si256(q, _mm256_and_si256(bits32(qh), m16));
+        }
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+        int I = nl ? hsum8i(dot_ss8(_mm256_shuffle_epi8(tab, q), xv)) : hsum8i(dot_us8(q, xv));
+        if (kind == 2) I -= 16 * ((int)x->s16[2 * b] + x->s16[2 * b + 1]);
+        s += (float)I * (f16v(w) * x->d[b]);
+        if (mins) s += f16v(w + 2) * x->dsum[b];
+    }
+    return s;
+}
+
+AI void gemv_pair(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int kind) {
+    const int64_t nb = x->n_in / 32;
+    const uint8_t *xr = pair_pack_x(x, kind == 2 ? 16 : 0);
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) y[r] = pair_row(w + (uint64_t)r * rb, x, xr, nb, kind);
+}
+static void gemv_q4_1(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_pair(w, rb, rq, x, y, 1); }
+static void gemv_q5_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_pair(w, rb, rq, x, y, 2); }
+static void gemv_q5_1(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_pair(w, rb, rq, x, y, 3); }
+static void gemv_iq4_nl(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) { gemv_pair(w, rb, rq, x, y, 5); }
 
 /* ---- IQ4_XS -------------------------------------------------------------------------------
  * Superblock of 136 bytes: d (f16), 16 bits of scale high parts (2 per sub-block) at 2, 4 bytes
@@ -440,6 +541,10 @@ void rf_mm_gemv_avx2(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q2_K] = gemv_q2_k;
     k->gemv_q8[RF_TYPE_Q3_K] = gemv_q3_k;
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
+    k->gemv_q8[RF_TYPE_Q4_1] = gemv_q4_1;
+    k->gemv_q8[RF_TYPE_Q5_0] = gemv_q5_0;
+    k->gemv_q8[RF_TYPE_Q5_1] = gemv_q5_1;
+    k->gemv_q8[RF_TYPE_IQ4_NL] = gemv_iq4_nl;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_IQ4_XS] = gemv_iq4_xs;
 }
