@@ -8,17 +8,19 @@
  *
  * Work per 8 activation blocks of 32 (one K-quant superblock, or 8 legacy blocks): the 8 integer
  * block dot products are formed as 8 vectors of 8 int32 (vpmaddubsw + vpmaddwd), reduced to one
- * vector of 8 block sums with a vphaddd tree (lane b: block b; Q4_0: permuted, see there),
- * integer offsets are applied there from the activation sums, and one convert and one fma with
- * the 8 per-block scales d_w * d_x (built as a vector, no scalar scale arithmetic) add them to a
- * float accumulator. Compared with the per-row kernels of matmul_x86.inc (nt = 1), that removes
- * the per-block convert, broadcast, scalar scale products and scalar offset/min terms.
+ * vector of 8 block sums with a vphaddd tree (lane b: block b; the paired legacy formats, Q4_0
+ * and those after it: permuted, see there), integer offsets are applied there from the
+ * activation sums, and one convert and one fma with the 8 per-block scales d_w * d_x (built as a
+ * vector, no scalar scale arithmetic) add them to a float accumulator. Compared with the per-row
+ * kernels of matmul_x86.inc (nt = 1), that removes the per-block convert, broadcast, scalar
+ * scale products and scalar offset/min terms.
  *
  * int16 bounds of vpmaddubsw (a saturated pair sum would be wrong): |xq| <= 127. Q4_0 / Q4_K:
  * u <= 15, pair <= 3810 (Q4_0 adds two pairs in int16: 7620); Q5_K: u <= 31, pair <= 7874;
  * Q6_K: u <= 63, pair <= 16002, then vpmaddwd by the int8 scale (int32 exact); Q2_K / Q3_K:
- * u <= 3 / 7, pair <= 762 / 1778, then vpmaddwd by the per-16 scale; Q8_0 / IQ4_XS
- * with the sign trick (|w| <= 128): pair <= 32512.
+ * u <= 3 / 7, pair <= 762 / 1778, then vpmaddwd by the per-16 scale; Q4_1: as Q4_0; Q5_0 /
+ * Q5_1: u <= 31, two pairs added in int16 <= 15748; Q8_0 / IQ4_XS / IQ4_NL with the sign trick
+ * (|w| <= 128): pair <= 32512, widened one pair at a time.
  * test_matmul's extreme codes reach them at n_tok = 1.
  *
  * Batch invariance: the float summation order differs from the AVX2 GEMM and from the per-row
@@ -171,23 +173,21 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
  * superblock has the codes u = bits 2k..2k+1 of qs[32h + l], l < 32 (Q3_K: bit 4h+k of hmask[l]
  * is bit 2 of u), so the activations are used in natural order straight from x.
  * Every 16 elements have their own scale. vpmaddubsw leaves the pair sums of elements 0..15 in
- * the low 128 bits and of 16..31 in the high ones, so one vpmaddwd by a vector holding sc[2b]
- * (low half) and sc[2b+1] (high half) as int16 gives block b's scaled sums in int32. Those
- * vectors come from one register per superblock, the even scales as int16 in the low half and
- * the odd ones in the high half, by one vpshufb per block (word b of each half; Q6_K's selection
- * needs a shift more because its scales stay bytes). Then the hadd tree, lane b = block b.
+ * the low 128 bits and of 16..31 in the high ones; vpmaddwd by 1 widens them, and the first two
+ * hadd levels over blocks 4h..4h+3 give one vector of their 16-element sums (low half: elements
+ * 0..15 of each block, high half: 16..31), which one vpmulld multiplies by the 8 scales in that
+ * order (sc[8h + 0, 2, 4, 6, 1, 3, 5, 7], int32). The last level (hfinish) adds the halves: lane
+ * b = block b. (Scaling each block's pair sums by vpmaddwd instead needs a scale vector per block,
+ * one vpshufb each: 5% slower, section 17 of docs/PERF-CPU.md.)
  * Q2_K: x = d*sc*u - dmin*mn; the mins as one vpmaddwd of mn with the activation 16-sums (lane b:
  * mn[2b]*s16[2b] + mn[2b+1]*s16[2b+1]) and one fma with dmin*dx per superblock.
  * Q3_K: x = d*(sc6 - 32)*(u - 4); the offset exact in int32 as for Q6_K: -4 * (one vpmaddwd of
  * the scales with the 16-sums), then one fma with d*dx.
  * Bounds (Q2_K / Q3_K): u <= 3 / 7 and |xq| <= 127, so the vpmaddubsw pairs are <= 762 / 1778
  * in int16 (a quarter of saturation at most; 0xFF codes with +-127 activations reach them); the
- * rest is int32: vpmaddwd by |sc| <= 15 / 32 gives lanes <= 22860 / 113792, a block's 4 lanes
- * (hadd) <= 91440 / 455168; with |s16| <= 16 * 127 = 2032 the mins term is <= 2 * 15 * 2032 =
- * 60960 and Q3_K's offset 4 * 2 * 32 * 2032 = 520192. */
-AI __m256i qk23_scale_sel(__m256i sce, const int b) {
-    return _mm256_shuffle_epi8(sce, _mm256_set1_epi16((short)(((2 * b + 1) << 8) | (2 * b))));
-}
+ * rest is int32: a 16-element sum <= 6096 / 14224, times |sc| <= 15 / 32: <= 91440 / 455168, a
+ * block <= 182880 / 910336; with |s16| <= 16 * 127 = 2032 the mins term is <= 2 * 15 *
+ * 2032 = 60960 and Q3_K's offset 4 * 2 * 32 * 2032 = 520192. */
 /* Bit j (0..7) of every byte moved to bit 2, the other bits cleared. 16-bit shifts suffice: for
  * j >= 2 a byte's bit 2 comes from its own bit j, for j < 2 likewise, and the mask drops what
  * crosses the byte boundary. */
@@ -200,7 +200,9 @@ AI float qk23_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int thre
     const int bb = three ? 110 : 84, qo = three ? 32 : 16;
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    /* the scales in the order of the 16-element sums after two hadd levels */
+    const __m128i sc_ord = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     const int8_t *xq = x->q;
     for (int64_t S = 0; S < nsb; S++, w += bb, xq += 256) {
@@ -232,7 +234,8 @@ AI float qk23_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int thre
             macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn, s16)), _mm256_mul_ps(_mm256_set1_ps(f16v(w + 82)), dx), macc);
             d = f16v(w + 80);
         }
-        const __m256i sce = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+        const __m128i sco = _mm_shuffle_epi8(sc8, sc_ord);
+        const __m256i scg[2] = {_mm256_cvtepi8_epi32(sco), _mm256_cvtepi8_epi32(_mm_srli_si128(sco, 8))};
         __m256i hh[2];
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(w + qo + 32 * h));
@@ -240,10 +243,9 @@ AI float qk23_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int thre
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
                 __m256i g = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3);
                 if (three) g = _mm256_or_si256(g, q3_hbit(hm, 4 * h + k));
-                p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * k))),
-                                         qk23_scale_sel(sce, 4 * h + k));
+                p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * k))), ones);
             }
-            hh[h] = HADD(HADD(p[0], p[1]), HADD(p[2], p[3]));
+            hh[h] = _mm256_mullo_epi32(HADD(HADD(p[0], p[1]), HADD(p[2], p[3])), scg[h]);
         }
         __m256i isum = hfinish(hh[0], hh[1]);
         if (three) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), s16), 2));
