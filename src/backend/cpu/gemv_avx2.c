@@ -18,9 +18,9 @@
  * int16 bounds of vpmaddubsw (a saturated pair sum would be wrong): |xq| <= 127. Q4_0 / Q4_K:
  * u <= 15, pair <= 3810 (Q4_0 adds two pairs in int16: 7620); Q5_K: u <= 31, pair <= 7874;
  * Q6_K: u <= 63, pair <= 16002, then vpmaddwd by the int8 scale (int32 exact); Q2_K / Q3_K:
- * u <= 3 / 7, pair <= 762 / 1778, then vpmaddwd by the per-16 scale; Q4_1: as Q4_0; Q5_0 /
- * Q5_1: u <= 31, two pairs added in int16 <= 15748; Q8_0 / IQ4_XS / IQ4_NL with the sign trick
- * (|w| <= 128): pair <= 32512, widened one pair at a time.
+ * u <= 3 / 7, pair <= 762 / 1778, then int32 (vpmaddwd by 1, vpmulld by the scales); Q4_1: as
+ * Q4_0; Q5_0 / Q5_1: u <= 31, two pairs added in int16 <= 15748; Q8_0 / IQ4_XS / IQ4_NL with the
+ * sign trick (|w| <= 128): pair <= 32512, widened one pair at a time.
  * test_matmul's extreme codes reach them at n_tok = 1.
  *
  * Batch invariance: the float summation order differs from the AVX2 GEMM and from the per-row
