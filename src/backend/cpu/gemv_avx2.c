@@ -390,8 +390,10 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
  * holds the nibble bytes of blocks 2k (low 128 bits) and 2k+1, the activations come from
  * pair_pack_x's record, and the block sums leave the hadd tree in pair_ord order, which the f16
  * scales and mins are gathered in. Q5_0 / Q5_1: the fifth bits of the low nibbles (elements
- * 0..15) are bits 0..15 of each block's qh, those of the high nibbles bits 16..31, so one bits32
- * per nibble half spreads 16 bits of each of the two blocks. Q5_0's offset -16 * sum(xq) is the
+ * 0..15) are bits 0..15 of each block's qh, those of the high nibbles bits 16..31; both blocks'
+ * qh go into one 64-bit broadcast, and one bits_spread per nibble half picks 16 bits of each
+ * (against a bits32 per half of 16 + 16 bits merged in scalar code: 8% faster, docs/PERF-CPU.md
+ * section 17). Q5_0's offset -16 * sum(xq) is the
  * record's int32; Q4_1 / Q5_1's mins m * dx * sum(xq) one fma of the 8 m with the record's dsum.
  * Leftover blocks (nb % 8) one at a time from x.
  * Bounds: u <= 15 (Q4_1) / 31 (Q5_0, Q5_1): pairs <= 3810 / 7874, and the two nibble halves'
@@ -405,6 +407,11 @@ AI float pair_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t 
     const __m128i cb = iq4_codebook();
     const __m256i tab = _mm256_set_m128i(cb, cb), m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
     const __m256i ones = _mm256_set1_epi16(1);
+    /* bytes of the broadcast qh pair (block 2k at 0..3, 2k+1 at 4..7) that hold the fifth bits
+     * of the low nibbles (bits 0..15 of each) and of the high nibbles (16..31), 8 per byte */
+    const __m256i q5_sel_lo = _mm256_set_epi64x(0x0505050505050505LL, 0x0404040404040404LL, 0x0101010101010101LL, 0);
+    const __m256i q5_sel_hi = _mm256_set_epi64x(0x0707070707070707LL, 0x0606060606060606LL, 0x0303030303030303LL,
+                                                0x0202020202020202LL);
     __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8, w += 8 * bb, xr += 320) {
@@ -420,8 +427,9 @@ AI float pair_row(const uint8_t *w, const rf_xq8 *x, const uint8_t *xr, int64_t 
                 uint32_t h0, h1;
                 memcpy(&h0, b0 + ho, 4);
                 memcpy(&h1, b1 + ho, 4);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(bits32((h0 & 0xFFFFu) | (h1 << 16)), m16));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(bits32((h0 >> 16) | (h1 & 0xFFFF0000u)), m16));
+                const __m256i hq = _mm256_set1_epi64x((long long)(((uint64_t)h1 << 32) | h0));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(bits_spread(hq, q5_sel_lo), m16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(bits_spread(hq, q5_sel_hi), m16));
             }
             const __m256i xlo = _mm256_load_si256((const __m256i *)(xr + 64 * k)), xhi = _mm256_load_si256((const __m256i *)(xr + 64 * k + 32));
             if (nl) {
