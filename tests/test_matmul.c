@@ -298,7 +298,7 @@ static void test_extreme_codes(rf_threadpool *tp3, rf_isa best) {
  * test_random). */
 static void test_batch_invariance(rf_threadpool *tp3, rf_isa best) {
     const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q5_0, RF_TYPE_IQ4_NL,
-                              RF_TYPE_F16};
+                              RF_TYPE_Q2_K, RF_TYPE_Q3_K, RF_TYPE_Q4_1, RF_TYPE_Q5_1, RF_TYPE_F16};
     const int64_t n_out = 37, n_in = 768, n_tok = 21;
     for (size_t k = 0; k < RF_ARRAY_LEN(types); k++) {
         uint64_t rb;

@@ -48,8 +48,10 @@ static double bench(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w,
 
 int main(int argc, char **argv) {
     const int nth = argc > 1 ? atoi(argv[1]) : rf_physical_cores();
-    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "f16"};
-    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_XS, RF_TYPE_F16};
+    const char *names[] = {"q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "f16", "q2_K", "q3_K", "q4_1", "q5_0", "q5_1", "iq4_nl"};
+    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,
+                              RF_TYPE_IQ4_XS, RF_TYPE_F16, RF_TYPE_Q2_K, RF_TYPE_Q3_K, RF_TYPE_Q4_1,
+                              RF_TYPE_Q5_0, RF_TYPE_Q5_1, RF_TYPE_IQ4_NL};
     const int64_t shapes[][2] = {{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}, {32000, 2048}};
     const rf_isa isa = rf_isa_best();
     rf_threadpool *tp = rf_threadpool_new(nth);
@@ -76,7 +78,18 @@ int main(int argc, char **argv) {
             float *row = malloc(sizeof(float) * (size_t)n_in);
             for (int64_t o = 0; o < n_out; o++) {
                 for (int64_t i = 0; i < n_in; i++) row[i] = (float)(((o * 31 + i * 17) % 1000) - 500) / 500.0f;
-                rf_quantize_row(types[k], row, w + (uint64_t)o * rb, n_in);
+                if (types[k] == RF_TYPE_Q2_K || types[k] == RF_TYPE_Q3_K) {
+                    /* no encoder for these: pseudo-random codes, and f16 scales of 2^-7 in the
+                     * superblock's d (and dmin) fields (layouts in quant.c) */
+                    uint8_t *p = w + (uint64_t)o * rb;
+                    for (uint64_t i = 0; i < rb; i++) p[i] = (uint8_t)(((uint64_t)o * 2654435761u + i * 40503u) >> 7);
+                    const int sbb = types[k] == RF_TYPE_Q2_K ? 84 : 110, d_at = types[k] == RF_TYPE_Q2_K ? 80 : 108;
+                    for (uint64_t b = 0; b < rb / (uint64_t)sbb; b++)
+                        for (int f = 0; f < (types[k] == RF_TYPE_Q2_K ? 2 : 1); f++) memcpy(p + b * sbb + d_at + 2 * f, "\x00\x20", 2);
+                } else if (rf_quantize_row(types[k], row, w + (uint64_t)o * rb, n_in)) {
+                    fprintf(stderr, "%s: %s\n", names[k], rf_last_error());
+                    return 1;
+                }
             }
             for (int cpy = 1; cpy < ncopy; cpy++) memcpy(w + cpy * mb, w, mb);
             const double tv = bench(tp, isa, types[k], w, n_out, n_in, x, 1, y, 0.3);

@@ -39,13 +39,18 @@ static inline __attribute__((always_inline)) __m128i iq4_codebook(void) {
     return _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 }
 
-/* Byte i = 0xFF where bit i of x is set (Q5 high bits). */
-static inline __attribute__((always_inline)) __m256i bits32(uint32_t x) {
-    __m256i v = _mm256_set1_epi32((int)x);
-    v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
-                                                   0x0101010101010101LL, 0));
+/* Byte i = 0xFF where bit i % 8 is set in the byte that sel[i] (a vpshufb index) picks from
+ * v's 128-bit half. */
+static inline __attribute__((always_inline)) __m256i bits_spread(__m256i v, __m256i sel) {
+    v = _mm256_shuffle_epi8(v, sel);
     v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
     return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+/* Byte i = 0xFF where bit i of x is set (Q5 high bits). */
+static inline __attribute__((always_inline)) __m256i bits32(uint32_t x) {
+    return bits_spread(_mm256_set1_epi32((int)x), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                                    0x0101010101010101LL, 0));
 }
 
 /* Sum of the 8 lanes. */
