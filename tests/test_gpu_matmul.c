@@ -150,10 +150,10 @@ static void test_host_decode(void) {
 /* X8: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows; types or
  * shapes without an X8 form are refused (0). */
 static void test_host_decode_x8(void) {
-    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0};
+    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
-        const int64_t n_in = 256 * test_randint(1, 5);
+        const int64_t n_in = (type == RF_TYPE_Q6_K ? 2048 : 256) * test_randint(1, 5);
         uint64_t rb = 0;
         rf_row_bytes(type, (uint64_t)n_in, &rb);
         uint8_t *row = malloc(rb), *pk = malloc(rb);
@@ -176,6 +176,8 @@ static void test_host_decode_x8(void) {
         CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | X8), (long long)n_in,
               bad == -2 ? "repack refused" : "element", bad);
         CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
+        if (type == RF_TYPE_Q6_K) /* whole groups of 8 superblocks only */
+            CHECK(rf_gpu_mm_host_repack(type, row, pk, 1792) == 0, "q6_K: n_in 1792 has no X8 form");
         free(row);
         free(pk);
         free(ref);
@@ -205,10 +207,10 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
 static void test_host_qdot(void) {
     static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
                                   RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8,
-                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K};
+                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
-        const int64_t n_in = 768;
+        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 4096 : 768;
         uint64_t rb = 0;
         rf_row_bytes(bt, (uint64_t)n_in, &rb);
         uint8_t *row = malloc(rb + 16), *pk = malloc(rb + 16);
@@ -704,13 +706,14 @@ static void test_ex_rows(gpu_env *env) {
  * must be good for the next call only: a matmul on another x in between, then x = out again. */
 static void test_swiglu_q(gpu_env *env) {
     static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_K,
-                                  RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS};
+                                  RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS,
+                                  RF_TYPE_Q6_K | X8};
     const int NT = (int)(sizeof ST / sizeof ST[0]);
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
         const int64_t qk = rf_type_get(bt)->block_elems;
-        const int64_t unit = (type & X8) ? 256 : (qk > 32 ? qk : 32);
-        int64_t n_in = unit * test_randint(1, 24);
+        const int64_t unit = (type & X8) ? (bt == RF_TYPE_Q6_K ? 2048 : 256) : (qk > 32 ? qk : 32);
+        int64_t n_in = unit * test_randint(1, unit > 256 ? 8 : 24);
         if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
         if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
         const int64_t n_out = test_randint(1, 300);
@@ -823,12 +826,13 @@ static void test_swiglu_q(gpu_env *env) {
  * take it with one row per warp, the longer ones above the other instance). Oracle and tolerance
  * as test_case / test_ex (int8 rounding bound for the quantized types). */
 static void test_mv_long(gpu_env *env) {
-    static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K, RF_TYPE_Q6_K,
-                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_F16,  RF_TYPE_BF16};
-    const int64_t n_in = 4352;
+    static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K,      RF_TYPE_Q6_K,
+                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q6_K | X8, RF_TYPE_F16,
+                                  RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
-        const int64_t n_out = t < 8 ? test_randint(9000, 13000) : test_randint(3300, 6000);
+        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 6144 : 4352; /* Q6_K X8: whole groups of 2048 */
+        const int64_t n_out = t < 9 ? test_randint(9000, 13000) : test_randint(3300, 6000);
         uint64_t rb = 0;
         uint8_t *w;
         float *wf;
@@ -929,6 +933,10 @@ static void test_gpu(void) {
         } else {
             test_case(&env, type, 37, 768);
             test_case(&env, type, 70, 512);
+            if (type == RF_TYPE_Q6_K) {
+                test_case(&env, type | X8, 37, 2048);
+                test_case(&env, type | X8, 70, 4096);
+            }
         }
     }
     test_ex(&env);

@@ -1508,6 +1508,7 @@ struct rf_gpu_matmul_ctx {
 static const char *mm_type_name(uint32_t type) {
     if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_X8)) return "q4_0/x8";
     if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_X8)) return "q8_0/x8";
+    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return "q6_K/x8";
     return rf_type_name(type);
 }
 
@@ -1928,6 +1929,7 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q8_0: return MVT(DecQ8_0);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVT(DecQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVT(DecQ8_0X8);
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVT(DecQ6_KX8);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -2029,6 +2031,7 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q8_0: return MVQ(VQ8_0);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVQ(VQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVQ(VQ8_0X8);
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVQ(VQ6_KX8);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -2111,7 +2114,7 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_F32: case RF_TYPE_F16: case RF_TYPE_BF16: case RF_TYPE_Q4_0: case RF_TYPE_Q4_1:
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8:
+    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8: case RF_TYPE_Q6_K | RF_GPU_MM_X8:
         return 1;
     default: return 0;
     }
@@ -2139,6 +2142,7 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return run_typed<DecQ6_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -2268,11 +2272,11 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
 
 /* ---- Weight repacking (X8 layouts, see DecQ4_0X8) ------------------------------------------ */
 
-/* The X8 type of `type` for rows of n_in elements, or 0 when it has none (only Q4_0 / Q8_0 with
- * n_in % 256 == 0: whole groups of 8 blocks per row). */
+/* The X8 type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 with
+ * n_in % 256 == 0, Q6_K with n_in % 2048 == 0 (whole groups of 8 blocks per row). */
 static uint32_t x8_type(uint32_t type, int64_t n_in) {
-    if (n_in <= 0 || n_in % 256) return 0;
-    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 ? type | RF_GPU_MM_X8 : 0;
+    if (n_in <= 0 || n_in % 256 || (type == RF_TYPE_Q6_K && n_in % 2048)) return 0;
+    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_Q6_K ? type | RF_GPU_MM_X8 : 0;
 }
 
 /* k_repack_x8: w holds ngroups groups of 8 blocks of BB bytes (2-byte aligned); each thread
@@ -2287,6 +2291,20 @@ template <int BB> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
     x8_group((const uint8_t *)src, (uint8_t *)p, BB);
 }
 
+/* k_repack_q6_k_x8: w holds ngroups groups of 8 Q6_K superblocks (1680 bytes, 16-byte aligned);
+ * each thread rewrites one in place (q6_k_x8_group from a copy in local memory). Any grid covering
+ * ngroups threads. */
+__global__ void k_repack_q6_k_x8(uint8_t *w, int64_t ngroups) {
+    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= ngroups) return;
+    uint4 *p = (uint4 *)(w + g * 1680);
+    uint4 src[105];
+    for (int i = 0; i < 105; i++) src[i] = p[i];
+    uint4 dst[105];
+    q6_k_x8_group((const uint8_t *)src, (uint8_t *)dst);
+    for (int i = 0; i < 105; i++) p[i] = dst[i];
+}
+
 extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
                                 uint32_t *out_type) {
     if (!ctx || !out_type || n_out < 0 || n_in < 0 || (n_out > 0 && !w)) {
@@ -2297,9 +2315,11 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
     const uint32_t xt = x8_type(type, n_in);
     if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
     const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
-    const int64_t ngroups = n_out * (n_in / 256);
+    const int64_t ngroups = n_out * (n_in / (type == RF_TYPE_Q6_K ? 2048 : 256));
     const unsigned blocks = (unsigned)((ngroups + 127) / 128);
-    if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    if (type == RF_TYPE_Q6_K)
+        k_repack_q6_k_x8<<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    else if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
     else k_repack_x8<34><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
     if (mm_check(mmGetLastError(), "repack launch")) return -1;
     *out_type = xt;
@@ -2309,6 +2329,11 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
 extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
     const uint32_t xt = x8_type(type, n_in);
     if (!xt) return 0;
+    if (type == RF_TYPE_Q6_K) {
+        for (int64_t g = 0; g < n_in / 2048; g++)
+            q6_k_x8_group((const uint8_t *)src + g * 1680, (uint8_t *)dst + g * 1680);
+        return xt;
+    }
     const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
     for (int64_t g = 0; g < n_in / 256; g++)
         x8_group((const uint8_t *)src + g * 8 * bb, (uint8_t *)dst + g * 8 * bb, bb);
@@ -2336,6 +2361,7 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q8_0: host_decode<DecQ8_0>(row, n_in, out); return 0;
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: host_decode<DecQ6_KX8>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -2393,6 +2419,7 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 2048) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;

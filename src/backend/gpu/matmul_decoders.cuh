@@ -384,26 +384,51 @@ MM_UNROLL
 /* Q6_K: ql[128], qh[64], int8 scales[16], f16 d. Chunk p: half h = p/4, quarter t = p%4:
  * element l: nibble (t >= 2 ? high : low) of ql[64h + 32(t&1) + l], bits 2t..2t+1 of
  * qh[32h + l]; scale index 8h + 2t + l/16. */
+/* Chunk p of a Q6_K superblock from its parts: ql (128 bytes), qh (64), scales (16), d. */
+HD void q6_k_chunk(const uint8_t *ql_b, const uint8_t *qh_b, const uint8_t *sc_b, const uint8_t *d_b, int p,
+                   float *w) {
+    const int h = p >> 2, t = p & 3;
+    const float d = mm_h2f(ld16(d_b));
+    uint32_t ql[8], qh[8];
+    ldw_a2<32>(ql_b + 64 * h + 32 * (t & 1), ql);
+    ldw_a2<32>(qh_b + 32 * h, qh);
+    const uint16_t sc2 = ld16(sc_b + 8 * h + 2 * t);
+    const int shl = (t >> 1) * 4, shh = 2 * t;
+MM_UNROLL
+    for (int part = 0; part < 2; part++) {
+        const float dl = d * (float)(int8_t)(uint8_t)(part ? (sc2 >> 8) : (sc2 & 0xff));
+MM_UNROLL
+        for (int l = 0; l < 16; l++) {
+            const int j = 16 * part + l;
+            const uint32_t v = ((byte_of(ql, j) >> shl) & 0xf) | (((byte_of(qh, j) >> shh) & 3) << 4);
+            w[j] = dl * u2f_sub(v, MAGIC + 32.0f);
+        }
+    }
+}
 struct DecQ6_K {
     enum { QK = 256, BB = 210, E = 32, C = 8, A = 2 };
+    static HD void dec(const uint8_t *b, int p, float *w) { q6_k_chunk(b, b + 128, b + 192, b + 208, p, w); }
+};
+/* The X8 layout of Q6_K (rf_gpu_mm_repack; device-only, the same bytes per row; rows of n_in %
+ * 2048 == 0, so that every row is whole groups): every group of 8 superblocks (1680 bytes) holds
+ * the 8 d first (16 bytes), then the 8 x 16 scale bytes, then each superblock's ql and qh (192
+ * bytes) in superblock order. With a 16-byte aligned base every superblock's ql / qh and every
+ * 16-byte piece of them is 16-byte aligned (GGUF's 210-byte superblocks leave them 2-byte
+ * aligned). A decoder "block" is one group: chunk p = chunk p % 8 of superblock p / 8. */
+HD void q6_k_x8_group(const uint8_t *src, uint8_t *dst) {
+    for (int k = 0; k < 8; k++) {
+        const uint8_t *b = src + 210 * k;
+        memcpy(dst + 2 * k, b + 208, 2);
+        memcpy(dst + 16 + 16 * k, b + 192, 16);
+        memcpy(dst + 144 + 192 * k, b, 192);
+    }
+}
+struct DecQ6_KX8 {
+    enum { QK = 2048, BB = 1680, E = 32, C = 64, A = 16 };
     static HD void dec(const uint8_t *b, int p, float *w) {
-        const int h = p >> 2, t = p & 3;
-        const float d = mm_h2f(ld16(b + 208));
-        uint32_t ql[8], qh[8];
-        ldw_a2<32>(b + 64 * h + 32 * (t & 1), ql);
-        ldw_a2<32>(b + 128 + 32 * h, qh);
-        const uint16_t sc2 = ld16(b + 192 + 8 * h + 2 * t);
-        const int shl = (t >> 1) * 4, shh = 2 * t;
-MM_UNROLL
-        for (int part = 0; part < 2; part++) {
-            const float dl = d * (float)(int8_t)(uint8_t)(part ? (sc2 >> 8) : (sc2 & 0xff));
-MM_UNROLL
-            for (int l = 0; l < 16; l++) {
-                const int j = 16 * part + l;
-                const uint32_t v = ((byte_of(ql, j) >> shl) & 0xf) | (((byte_of(qh, j) >> shh) & 3) << 4);
-                w[j] = dl * u2f_sub(v, MAGIC + 32.0f);
-            }
-        }
+        const int k = p >> 3;
+        const uint8_t *q = b + 144 + 192 * k;
+        q6_k_chunk(q, q + 128, b + 16 + 16 * k, b + 2 * k, p & 7, w);
     }
 };
 /* IQ4_XS: f16 d, u16 scales_h, scales_l[4], qs[128]. Chunk p = sub-block p: qs[16p .. +16). */

@@ -123,14 +123,15 @@ void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
 /* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
  * weight that rf_gpu_mm_repack rearranged. X8 (Q4_0, Q8_0; n_in % 256 == 0): every group of 8
  * consecutive blocks of a row holds its 8 f16 scales first, then the 8 blocks' quants, so each
- * block's quants start 16-byte aligned (matmul_decoders.cuh, DecQ4_0X8). Same bytes per row as
- * the GGUF type. Any other combination of flag, type and n_in is refused as an unsupported type /
- * shape. */
+ * block's quants start 16-byte aligned (matmul_decoders.cuh, DecQ4_0X8). X8 of Q6_K (n_in % 2048
+ * == 0): every group of 8 superblocks holds its 8 d, then its 8 x 16 scales, then each
+ * superblock's ql and qh, all 16-byte aligned (DecQ6_KX8). Same bytes per row as the GGUF type.
+ * Any other combination of flag, type and n_in is refused as an unsupported type / shape. */
 #define RF_GPU_MM_X8 0x10000u
 
 /* Rearranges W (device memory, 16-byte aligned, n_out rows of n_in elements of `type`) in place
  * into the layout that the matmul kernels stream fastest, where the type has one (today: X8 for
- * Q4_0 and Q8_0 with n_in % 256 == 0), and sets *out_type to the type to pass for W from then on
+ * Q4_0 and Q8_0 with n_in % 256 == 0 and for Q6_K with n_in % 2048 == 0), and sets *out_type to the type to pass for W from then on
  * (type | RF_GPU_MM_X8, or `type` when W was left as it is). The result is a device-only
  * arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not the embedding lookup). Enqueued
  * on the context's stream. RF_MM_REPACK=0 at init: never rearranges (A/B). Returns 0, or -1 +

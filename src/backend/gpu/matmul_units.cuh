@@ -513,3 +513,22 @@ MM_UNROLL
         return mm_h2f((uint16_t)r.d) * acc;
     }
 };
+/* Q6_K X8 (see DecQ6_KX8): unit k of a group = unit k % 4 of superblock k / 4, its quants as
+ * 16-byte aligned loads; VQ6_K's raw words and dot. */
+struct VQ6_KX8 {
+    typedef DecQ6_KX8 Dec;
+    enum { QK = 2048, BB = 1680, UPB = 32, A = 16 };
+    typedef VQ6_K::Raw Raw;
+    static HD void load(const uint8_t *b, int k, Raw &r) {
+        const int s = k >> 2, h = (k >> 1) & 1, v = k & 1;
+        const uint8_t *q = b + 144 + 192 * s;
+        ldw_a16<16>(q + 64 * h + 16 * v, r.la);
+        ldw_a16<16>(q + 64 * h + 32 + 16 * v, r.lb);
+        ldw_a16<16>(q + 128 + 32 * h + 16 * v, r.qh);
+        ldw_a4<8>(b + 16 + 16 * s + 8 * h, r.sc);
+        r.d = ld16(b + 2 * s);
+    }
+    template <int SW> static HD float dot(const Raw &r, int k, const int8_t *xq, const float2 *xd) {
+        return VQ6_K::dot<SW>(r, k & 3, xq + 256 * (k >> 2), xd + 8 * (k >> 2));
+    }
+};
