@@ -22,9 +22,10 @@
  *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
  *    where the default takes the bulk-copy kernel k_mvt).
- *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 rearranged on the device) run the same checks: the
- *    weight is uploaded in GGUF order, repacked in place, and compared with the same oracle; the
- *    host decoders of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
+ *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K rearranged on the device) run the same
+ *    checks: the weight is uploaded in GGUF order, repacked in place (and the result compared byte
+ *    for byte with rf_gpu_mm_host_repack's), and compared with the same oracle; the host decoders
+ *    of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
  * 3. Errors: unsupported type and bad n_in return -1.
  * Without a GPU (or a build without a GPU toolchain) the device checks SKIP with a count. */
 #include <math.h>
@@ -46,6 +47,8 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
 #define X8 RF_GPU_MM_X8
 /* The GGUF type of a test type (X8 variants: the type they are repacked from). */
 static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
+/* Elements per X8 group of a GGUF type: 8 blocks (Q4_0, Q8_0) or 8 superblocks (Q6_K). */
+static int64_t x8_unit(uint32_t bt) { return bt == RF_TYPE_Q6_K ? 2048 : 256; }
 /* Test-type names: "q4_0/x8" for the repacked variants. */
 static const char *tname(uint32_t t) {
     static char buf[4][32];
@@ -153,7 +156,7 @@ static void test_host_decode_x8(void) {
     static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
-        const int64_t n_in = (type == RF_TYPE_Q6_K ? 2048 : 256) * test_randint(1, 5);
+        const int64_t n_in = x8_unit(type) * test_randint(1, 5);
         uint64_t rb = 0;
         rf_row_bytes(type, (uint64_t)n_in, &rb);
         uint8_t *row = malloc(rb), *pk = malloc(rb);
@@ -176,8 +179,8 @@ static void test_host_decode_x8(void) {
         CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | X8), (long long)n_in,
               bad == -2 ? "repack refused" : "element", bad);
         CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
-        if (type == RF_TYPE_Q6_K) /* whole groups of 8 superblocks only */
-            CHECK(rf_gpu_mm_host_repack(type, row, pk, 1792) == 0, "q6_K: n_in 1792 has no X8 form");
+        if (x8_unit(type) > 256) /* whole groups of 8 superblocks only */
+            CHECK(rf_gpu_mm_host_repack(type, row, pk, 1792) == 0, "%s: n_in 1792 has no X8 form", rf_type_name(type));
         free(row);
         free(pk);
         free(ref);
@@ -210,7 +213,7 @@ static void test_host_qdot(void) {
                                   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
-        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 4096 : 768;
+        const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 4096 : 768;
         uint64_t rb = 0;
         rf_row_bytes(bt, (uint64_t)n_in, &rb);
         uint8_t *row = malloc(rb + 16), *pk = malloc(rb + 16);
@@ -269,6 +272,20 @@ static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t row
             rf_gpu_mm_dfree(dw);
             return NULL;
         }
+        /* the device's rearrangement, byte for byte the host's (rf_gpu_mm_host_repack, whose
+         * decoders test_host_decode_x8 checks against the oracle) */
+        uint8_t *dev = malloc(bytes), *host = malloc((size_t)rb);
+        rf_gpu_mm_sync(env->ctx);
+        rf_gpu_mm_download(dev, dw, bytes);
+        int64_t bad = -1;
+        for (int64_t r = 0; r < rows && bad < 0; r++) {
+            rf_gpu_mm_host_repack(base_type(type), w + r * (int64_t)rb, host, n_in);
+            if (memcmp(host, dev + r * (int64_t)rb, (size_t)rb)) bad = r;
+        }
+        CHECK(bad < 0, "repack %s %lldx%lld: row %lld differs from the host's", tname(type), (long long)rows,
+              (long long)n_in, (long long)bad);
+        free(dev);
+        free(host);
     }
     return dw;
 }
@@ -712,7 +729,7 @@ static void test_swiglu_q(gpu_env *env) {
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
         const int64_t qk = rf_type_get(bt)->block_elems;
-        const int64_t unit = (type & X8) ? (bt == RF_TYPE_Q6_K ? 2048 : 256) : (qk > 32 ? qk : 32);
+        const int64_t unit = (type & X8) ? x8_unit(bt) : (qk > 32 ? qk : 32);
         int64_t n_in = unit * test_randint(1, unit > 256 ? 8 : 24);
         if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
         if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
@@ -831,7 +848,7 @@ static void test_mv_long(gpu_env *env) {
                                   RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
-        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 6144 : 4352; /* Q6_K X8: whole groups of 2048 */
+        const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 6144 : 4352; /* whole X8 groups */
         const int64_t n_out = t < 9 ? test_randint(9000, 13000) : test_randint(3300, 6000);
         uint64_t rb = 0;
         uint8_t *w;
