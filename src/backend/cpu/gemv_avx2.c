@@ -214,17 +214,7 @@ AI float qk23_row(const uint8_t *w, const rf_xq8 *x, int64_t nsb, const int thre
         __m256i hm = _mm256_setzero_si256();
         float d;
         if (three) {
-            /* 6-bit scale s: low nibble in byte s (s < 8) or the high nibble of byte s - 8, high
-             * pair at bits 2*(s/4) of byte 8 + s%4; 4 scales per 32-bit word */
-            uint32_t a0, a1, a2;
-            memcpy(&a0, w + 96, 4);
-            memcpy(&a1, w + 100, 4);
-            memcpy(&a2, w + 104, 4);
-            const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
-            sc8 = _mm_sub_epi8(_mm_setr_epi32((int)((a0 & lo4) | ((a2 & hi2) << 4)), (int)((a1 & lo4) | (((a2 >> 2) & hi2) << 4)),
-                                              (int)(((a0 >> 4) & lo4) | (((a2 >> 4) & hi2) << 4)),
-                                              (int)(((a1 >> 4) & lo4) | (((a2 >> 6) & hi2) << 4))),
-                               _mm_set1_epi8(32));
+            sc8 = q3k_scales(w + 96);
             hm = _mm256_loadu_si256((const __m256i *)w);
             d = f16v(w + 108);
         } else {

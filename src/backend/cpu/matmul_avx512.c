@@ -919,6 +919,129 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
         for (int64_t r = r0; r < r1; r++) gemv_q6_k_row(w + (uint64_t)r * rb, x->q + 0, xr, nsb, y + r);
 }
 
+/* Q2_K / Q3_K (three = 0 / 1): one superblock (84 / 110 bytes, layouts in quant.c and the
+ * AVX2 kernel qk23_row) per step. Activation block b = 4h + c of the superblock has the codes
+ * bits 2c, 2c+1 of qs[32h + l], l < 32 (Q3_K: bit 4h + c of hmask[l] is bit 2), and every 16
+ * elements (group g = 2b + l / 16 = 8h + 2c + t) have their own scale. Chunk layout: step
+ * (h, t) broadcasts the 16 bytes qs[32h + 16t ..] to the four 128-bit lanes, and lane c takes
+ * block 4h + c from them: one vgf2p8affineqb (a per-lane bit matrix) moves bits 2c, 2c+1 to
+ * 0, 1 and clears the rest (Q3_K: a second one moves hmask bit 4h + c to bit 2, one vpor), so
+ * every dword lane of every step belongs to one group and the lanes of a 128-bit lane to one
+ * block. vpdpbusd with the rearranged activations gives quad sums D (int32); the two steps of an
+ * h are packed to int16 (vpackssdw: lane c holds t = 0 in words 0..3, t = 1 in words 4..7) and
+ * one vpdpwssd multiplies them with the scales as int16 words sc * 256 (one vpshufb of the 16
+ * scale bytes broadcast to every lane puts sc[8h + 2c + t] in the high byte, zero in the low:
+ * a signed word without a sign extension), which leaves per lane c int32 sums of block 4h + c
+ * only; one convert each h and an fma with dx (record) / and d / 256 per superblock.
+ * Q3_K: x = d * (sc6 - 32) * (u - 4); the offset enters D exactly as the vpdpbusd start value
+ * -4 * s16 (record, lane 4c of step (h, t): group 8h + 2c + t). Q2_K: x = d * sc * u - dmin *
+ * mn; the mins as in the AVX2 kernel: one vpmaddwd of the mins with the activation 16-sums
+ * (x->s16, natural order), one fma with dmin * dx (x->d) per superblock.
+ * Activation record per superblock (384 bytes, Q3_K 640): 4 x 64 codes, step s = 2h + t: lane
+ * c = xq of elements 16t .. 16t + 15 of block 4h + c; 2 x 16 floats dx (h: lane 4c + j =
+ * dx[4h + c]); Q3_K: 4 x 16 int32 -4 * s16 (lane 4c of step s, the other lanes 0).
+ * Bounds (|xq| <= 127, |s16| <= 16 * 127 = 2032): u <= 3 / 7, so |D| <= 4 * 3 * 127 = 1524
+ * (Q2_K) / 4 * 7 * 127 + 4 * 2032 = 11684 (Q3_K) fits int16 (vpackssdw does not saturate);
+ * |sc| <= 15 / 32, a vpdpwssd product <= 1524 * 15 * 256 = 5852160 / 11684 * 32 * 256 =
+ * 95715328, a lane (two products) <= 1.2e7 / 1.9e8 < 2^31. The convert of a Q3_K lane above
+ * 2^24 rounds (relative 2^-24, as the float accumulation after it). The mins term as in
+ * qk23_row (<= 60960). test_matmul's extreme codes (0xFF with +-127, Q3_K scale -32) reach
+ * the largest D. */
+#ifndef PF_QK23
+#define PF_QK23 3072
+#endif
+#define QK23_SW(a) 0x80, a, 0x80, a, 0x80, a, 0x80, a, 0x80, a + 1, 0x80, a + 1, 0x80, a + 1, 0x80, a + 1
+static const uint8_t qk23_swi[2][64] __attribute__((aligned(64))) = {{QK23_SW(0), QK23_SW(2), QK23_SW(4), QK23_SW(6)},
+                                                                     {QK23_SW(8), QK23_SW(10), QK23_SW(12), QK23_SW(14)}};
+#undef QK23_SW
+/* gf2p8affine matrices (qword lanes 2c, 2c+1 = 128-bit lane c; row byte 7 - j makes bit j):
+ * code bits 2c, 2c+1 -> bits 0, 1; hmask bit b -> bit 2 */
+#define QK23_CM(c) (long long)(((1ULL << (2 * (c))) << 56) | ((1ULL << (2 * (c) + 1)) << 48))
+#define QK23_HM(b) (long long)((1ULL << (b)) << 40)
+#define QK23_X4(M, o) _mm512_set_epi64(M(o + 3), M(o + 3), M(o + 2), M(o + 2), M(o + 1), M(o + 1), M(o), M(o))
+
+__attribute__((target("gfni"))) AI void gemv_qk23_row(const uint8_t *w, const uint8_t *xr, const int16_t *s16, const float *dx,
+                                                       int64_t nsb, float *out, const int three) {
+    const int bb = three ? 110 : 84, qo = three ? 32 : 16, rec = three ? 640 : 384;
+    const __m512i cm = QK23_X4(QK23_CM, 0);
+    const __m512i hmm[2] = {QK23_X4(QK23_HM, 0), QK23_X4(QK23_HM, 4)};
+    const __m512i swi[2] = {_mm512_load_si512((const void *)qk23_swi[0]), _mm512_load_si512((const void *)qk23_swi[1])};
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 macc = _mm256_setzero_ps();
+    for (int64_t S = 0; S < nsb; S++, w += bb, xr += rec) {
+        PF(w, PF_QK23);
+        PF(w + 64, PF_QK23);
+        if (three) PF(w + 109, PF_QK23);
+        __m512i bcsc, hm[2];
+        float d;
+        if (three) {
+            bcsc = _mm512_broadcast_i32x4(q3k_scales(w + 96));
+            hm[0] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)w));
+            hm[1] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(w + 16)));
+            d = f16v(w + 108);
+        } else {
+            const __m128i sm = _mm_loadu_si128((const __m128i *)w);
+            bcsc = _mm512_broadcast_i32x4(_mm_and_si128(sm, m4));
+            const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
+            const __m256i s = _mm256_loadu_si256((const __m256i *)(s16 + 16 * S));
+            macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn, s)),
+                                   _mm256_mul_ps(_mm256_set1_ps(f16v(w + 82)), _mm256_loadu_ps(dx + 8 * S)), macc);
+            d = f16v(w + 80);
+        }
+        __m512 f = _mm512_setzero_ps();
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i D[2];
+            _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
+                const int s = 2 * h + t;
+                __m512i u = _mm512_gf2p8affine_epi64_epi8(
+                    _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(w + qo + 32 * h + 16 * t))), cm, 0);
+                if (three) u = _mm512_or_si512(u, _mm512_gf2p8affine_epi64_epi8(hm[t], hmm[h], 0));
+                const __m512i z = three ? _mm512_load_si512((const void *)(xr + 384 + 64 * s)) : _mm512_setzero_si512();
+                D[t] = _mm512_dpbusd_epi32(z, u, _mm512_load_si512((const void *)(xr + 64 * s)));
+            }
+            const __m512i I = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(D[0], D[1]),
+                                                  _mm512_shuffle_epi8(bcsc, swi[h]));
+            f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_load_ps((const float *)(xr + 256 + 64 * h)), f);
+        }
+        acc = _mm512_fmadd_ps(f, _mm512_set1_ps(d * (1.0f / 256)), acc);
+    }
+    *out = hsum16(acc) - hsum8(macc);
+}
+#undef QK23_CM
+#undef QK23_HM
+#undef QK23_X4
+
+__attribute__((target("gfni"))) AI void gemv_qk23(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y,
+                                                   const int three) {
+    const int64_t nsb = x->n_in / 256;
+    const int rec = three ? 640 : 384;
+    uint8_t *xr = gscratch(1, (size_t)(nsb * rec) + 64);
+    for (int64_t S = 0; S < nsb; S++) {
+        uint8_t *o = xr + S * rec;
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t b = 8 * S + 4 * h + c;
+                for (int t = 0; t < 2; t++) {
+                    const int s = 2 * h + t;
+                    memcpy(o + 64 * s + 16 * c, x->q + 32 * b + 16 * t, 16);
+                    if (three)
+                        for (int j = 0; j < 4; j++) ((int32_t *)(o + 384 + 64 * s))[4 * c + j] = j ? 0 : -4 * (int32_t)x->s16[2 * b + t];
+                }
+                for (int j = 0; j < 4; j++) ((float *)(o + 256 + 64 * h))[4 * c + j] = x->d[b];
+            }
+    }
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) gemv_qk23_row(w + (uint64_t)r * rb, xr, x->s16, x->d, nsb, y + r, three);
+}
+__attribute__((target("gfni"))) static void gemv_q2_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    gemv_qk23(w, rb, rq, x, y, 0);
+}
+__attribute__((target("gfni"))) static void gemv_q3_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+    gemv_qk23(w, rb, rq, x, y, 1);
+}
+
 /* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
 static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, const float *x, float *y) {
     int64_t r0, r1;
@@ -969,4 +1092,8 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemv_q8[RF_TYPE_Q5_K] = gemv_q5_k;
     k->gemv_q8[RF_TYPE_Q6_K] = gemv_q6_k;
     k->gemv_q8[RF_TYPE_IQ4_XS] = gemv_iq4_xs;
+    if (__builtin_cpu_supports("gfni")) { /* the Q2_K / Q3_K code extraction */
+        k->gemv_q8[RF_TYPE_Q2_K] = gemv_q2_k;
+        k->gemv_q8[RF_TYPE_Q3_K] = gemv_q3_k;
+    }
 }

@@ -53,6 +53,21 @@ static inline __attribute__((always_inline)) __m256i bits32(uint32_t x) {
                                                                     0x0101010101010101LL, 0));
 }
 
+/* Q3_K's 16 6-bit scales (the 12 bytes at s, layout in quant.c) minus 32, as int8 in natural
+ * order. Scale j: low nibble in byte j (j < 8) or the high nibble of byte j - 8, high pair at
+ * bits 2*(j/4) of byte 8 + j%4; four scales per 32-bit word. */
+static inline __attribute__((always_inline)) __m128i q3k_scales(const uint8_t *s) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, s, 4);
+    memcpy(&a1, s + 4, 4);
+    memcpy(&a2, s + 8, 4);
+    const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+    return _mm_sub_epi8(_mm_setr_epi32((int)((a0 & lo4) | ((a2 & hi2) << 4)), (int)((a1 & lo4) | (((a2 >> 2) & hi2) << 4)),
+                                       (int)(((a0 >> 4) & lo4) | (((a2 >> 4) & hi2) << 4)),
+                                       (int)(((a1 >> 4) & lo4) | (((a2 >> 6) & hi2) << 4))),
+                        _mm_set1_epi8(32));
+}
+
 /* Sum of the 8 lanes. */
 static inline __attribute__((always_inline)) float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
