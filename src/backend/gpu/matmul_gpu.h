@@ -131,11 +131,11 @@ void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
 
 /* Rearranges W (device memory, 16-byte aligned, n_out rows of n_in elements of `type`) in place
  * into the layout that the matmul kernels stream fastest, where the type has one (today: X8 for
- * Q4_0 and Q8_0 with n_in % 256 == 0 and for Q6_K with n_in % 2048 == 0), and sets *out_type to the type to pass for W from then on
- * (type | RF_GPU_MM_X8, or `type` when W was left as it is). The result is a device-only
- * arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not the embedding lookup). Enqueued
- * on the context's stream. RF_MM_REPACK=0 at init: never rearranges (A/B). Returns 0, or -1 +
- * rf_set_error. */
+ * Q4_0 and Q8_0 with n_in % 256 == 0 and for Q6_K with n_in % 2048 == 0), and sets *out_type to
+ * the type to pass for W from then on (type | RF_GPU_MM_X8, or `type` when W was left as it is).
+ * The result is a device-only arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not
+ * the embedding lookup). Enqueued on the context's stream. RF_MM_REPACK=0 at init: never
+ * rearranges (A/B). Returns 0, or -1 + rf_set_error. */
 int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
                      uint32_t *out_type);
 /* The same rearrangement of one row on the host, src -> dst (row bytes of `type`, no overlap);
