@@ -216,7 +216,11 @@ static void test_exp(void) {
 }
 
 /* The SIMD levels' swiglu against cpu_swiglu (libm expf): random gates over the whole useful range
- * and odd lengths (the tail), within 4 ulp (the exp's 2 ulp, then a division and a product); the
+ * and odd lengths (the tail), within 8 ulp: the SIMD exp's 2 ulp and libm's 1, then on both sides
+ * an addition, a division and a product, are relative errors that add to at most ~12 units of
+ * 2^-24, i.e. 6-12 ulp of the result depending on its mantissa (seeds give 3-4 typically; 5 was
+ * seen once, 2026-11-22, at gate -16.77 with seed 15385696246705271, and failed the earlier bound
+ * of 4; a wrong formula is off by far more); the
  * special values (0, -0, +-inf, NaN, large magnitudes) exactly as the reference gives them
  * (NaN where it is NaN, the same infinities and zeros); and in place (out == gate). */
 static void test_swiglu(void) {
@@ -246,7 +250,7 @@ static void test_swiglu(void) {
                 worst = d, worst_g = g[i];
             }
         }
-        CHECK(worst <= 4, "%s swiglu: %u ulp from cpu_swiglu at gate %.9g", rf_isa_name((rf_isa)isa), worst, worst_g);
+        CHECK(worst <= 8, "%s swiglu: %u ulp from cpu_swiglu at gate %.9g", rf_isa_name((rf_isa)isa), worst, worst_g);
         const float sg[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1000.0f, -1000.0f, 88.0f, -88.0f, 3.0f, -3.0f};
         const float su[] = {2.0f, 2.0f, 1.0f, 1.0f, 1.0f, -1.0f, 1.0f, 0.0f, INFINITY, NAN, 1.0f};
         enum { NS = sizeof sg / sizeof sg[0] };
