@@ -746,16 +746,10 @@ AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
         PF(w + 128, PF_Q4_K);
         if (five) PF(w + 175, PF_Q4_K);
         const float d = f16v(w), dmin = f16v(w + 2);
-        uint32_t s0, s1, s2;
-        memcpy(&s0, w + 4, 4);
-        memcpy(&s1, w + 8, 4);
-        memcpy(&s2, w + 12, 4);
-        const uint32_t sclo = s0 & 0x3f3f3f3fu, mnlo = s1 & 0x3f3f3f3fu;
-        const uint32_t schi = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
-        const uint32_t mnhi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
-        const __m256 scf = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                                               _mm_cvtsi64_si128((long long)(((uint64_t)schi << 32) | sclo)))));
-        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)mnhi << 32) | mnlo))));
+        uint64_t sc8, mn8;
+        k4_unpack64(w + 4, &sc8, &mn8);
+        const __m256 scf = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))));
+        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
         macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), _mm256_load_ps((const float *)(xr + 512)), macc);
         const __m512 sc16 = _mm512_castps256_ps512(scf);
         __m512i hb = _mm512_setzero_si512();

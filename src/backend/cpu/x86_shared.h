@@ -26,6 +26,16 @@ static inline __attribute__((always_inline)) void k4_unpack(const uint8_t *s, ui
     }
 }
 
+/* The same, word-parallel: byte j of *sc / *mn = sub-block j's scale / min. */
+static inline __attribute__((always_inline)) void k4_unpack64(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
+    uint32_t s0, s1, s2;
+    memcpy(&s0, s, 4);
+    memcpy(&s1, s + 4, 4);
+    memcpy(&s2, s + 8, 4);
+    *sc = (uint64_t)((s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u)) << 32 | (s0 & 0x3f3f3f3fu);
+    *mn = (uint64_t)(((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u)) << 32 | (s1 & 0x3f3f3f3fu);
+}
+
 /* 16 packed nibbles -> 32 bytes: element j (j < 16) = low nibble of byte j, element j + 16 =
  * high nibble of byte j (the legacy and IQ4 nibble order). */
 static inline __attribute__((always_inline)) __m256i nibbles32(const uint8_t *qs) {
