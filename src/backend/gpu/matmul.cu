@@ -2279,30 +2279,39 @@ static uint32_t x8_type(uint32_t type, int64_t n_in) {
     return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_Q6_K ? type | RF_GPU_MM_X8 : 0;
 }
 
-/* k_repack_x8: w holds ngroups groups of 8 blocks of BB bytes (2-byte aligned); each thread
- * rewrites one group in place (x8_group), reading it whole before writing it, so groups never
- * overlap in time. Any grid covering ngroups threads. */
-template <int BB> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
-    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= ngroups) return;
-    uint16_t *p = (uint16_t *)(w + g * 8 * BB);
-    uint16_t src[4 * BB];
-    for (int i = 0; i < 4 * BB; i++) src[i] = p[i];
-    x8_group((const uint8_t *)src, (uint8_t *)p, BB);
-}
+/* The X8 groups: G::E elements of a row (8 blocks or 8 superblocks), G::B bytes (a multiple of
+ * 16), rearranged by G::run(src, dst) (no overlap). */
+struct X8GroupQ4_0 {
+    enum { E = 256, B = 144 };
+    static HD void run(const uint8_t *src, uint8_t *dst) { x8_group(src, dst, 18); }
+};
+struct X8GroupQ8_0 {
+    enum { E = 256, B = 272 };
+    static HD void run(const uint8_t *src, uint8_t *dst) { x8_group(src, dst, 34); }
+};
+struct X8GroupQ6_K {
+    enum { E = 2048, B = 1680 };
+    static HD void run(const uint8_t *src, uint8_t *dst) { q6_k_x8_group(src, dst); }
+};
 
-/* k_repack_q6_k_x8: w holds ngroups groups of 8 Q6_K superblocks (1680 bytes, 16-byte aligned);
- * each thread rewrites one in place (q6_k_x8_group from a copy in local memory). Any grid covering
- * ngroups threads. */
-__global__ void k_repack_q6_k_x8(uint8_t *w, int64_t ngroups) {
+/* k_repack_x8: w (16-byte aligned) holds ngroups groups of G; each thread rewrites one in place
+ * from a copy in local memory, so groups never overlap in time. Any grid covering ngroups
+ * threads. */
+template <class G> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= ngroups) return;
-    uint4 *p = (uint4 *)(w + g * 1680);
-    uint4 src[105];
-    for (int i = 0; i < 105; i++) src[i] = p[i];
-    uint4 dst[105];
-    q6_k_x8_group((const uint8_t *)src, (uint8_t *)dst);
-    for (int i = 0; i < 105; i++) p[i] = dst[i];
+    uint4 *p = (uint4 *)(w + g * G::B);
+    uint4 src[G::B / 16], dst[G::B / 16];
+    for (int i = 0; i < G::B / 16; i++) src[i] = p[i];
+    G::run((const uint8_t *)src, (uint8_t *)dst);
+    for (int i = 0; i < G::B / 16; i++) p[i] = dst[i];
+}
+template <class G> static void repack_launch(rf_gpu_matmul_ctx *ctx, void *w, int64_t n_out, int64_t n_in) {
+    const int64_t ngroups = n_out * (n_in / G::E);
+    k_repack_x8<G><<<(unsigned)((ngroups + 127) / 128), 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+}
+template <class G> static void repack_host(const void *src, void *dst, int64_t n_in) {
+    for (int64_t g = 0; g < n_in / G::E; g++) G::run((const uint8_t *)src + g * G::B, (uint8_t *)dst + g * G::B);
 }
 
 extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
@@ -2314,13 +2323,9 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
     *out_type = type;
     const uint32_t xt = x8_type(type, n_in);
     if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
-    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
-    const int64_t ngroups = n_out * (n_in / (type == RF_TYPE_Q6_K ? 2048 : 256));
-    const unsigned blocks = (unsigned)((ngroups + 127) / 128);
-    if (type == RF_TYPE_Q6_K)
-        k_repack_q6_k_x8<<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
-    else if (bb == 18) k_repack_x8<18><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
-    else k_repack_x8<34><<<blocks, 128, 0, ctx->stream>>>((uint8_t *)w, ngroups);
+    if (type == RF_TYPE_Q4_0) repack_launch<X8GroupQ4_0>(ctx, w, n_out, n_in);
+    else if (type == RF_TYPE_Q8_0) repack_launch<X8GroupQ8_0>(ctx, w, n_out, n_in);
+    else repack_launch<X8GroupQ6_K>(ctx, w, n_out, n_in);
     if (mm_check(mmGetLastError(), "repack launch")) return -1;
     *out_type = xt;
     return 0;
@@ -2328,15 +2333,9 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
 
 extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
     const uint32_t xt = x8_type(type, n_in);
-    if (!xt) return 0;
-    if (type == RF_TYPE_Q6_K) {
-        for (int64_t g = 0; g < n_in / 2048; g++)
-            q6_k_x8_group((const uint8_t *)src + g * 1680, (uint8_t *)dst + g * 1680);
-        return xt;
-    }
-    const int bb = type == RF_TYPE_Q4_0 ? 18 : 34;
-    for (int64_t g = 0; g < n_in / 256; g++)
-        x8_group((const uint8_t *)src + g * 8 * bb, (uint8_t *)dst + g * 8 * bb, bb);
+    if (type == RF_TYPE_Q4_0 && xt) repack_host<X8GroupQ4_0>(src, dst, n_in);
+    else if (type == RF_TYPE_Q8_0 && xt) repack_host<X8GroupQ8_0>(src, dst, n_in);
+    else if (type == RF_TYPE_Q6_K && xt) repack_host<X8GroupQ6_K>(src, dst, n_in);
     return xt;
 }
 
