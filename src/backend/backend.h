@@ -75,22 +75,24 @@ typedef struct {
 
 /* Attention geometry and the K/V cache layout.
  *
- * K/V cache. The K and V caches of one layer are two arrays of [n_slots][n_kv_head][head_dim]
- * elements of kv_type (row-major: element (slot, g, i) at (slot * n_kv_head + g) * head_dim + i),
- * untyped backend memory (void *). kv_type is RF_TYPE_F32 or RF_TYPE_F16 (core/dtype.h; IEEE
- * binary16, written with round-to-nearest-even, read by exact widening to f32); all arithmetic
- * on cached values is f32. The runtime places layer l at byte offset l * n_slots * kv_dim *
- * element size of one allocation, n_slots a multiple of the block size (32), so each layer's
- * cache is as aligned as the allocation is (GPU kernels use 16-byte loads when head_dim is a
- * multiple of 8 and fall back to narrower ones otherwise). Slots nobody wrote may hold anything;
- * only visible positions are ever read.
+ * K/V cache. The K and V caches of one layer are two arrays of [n_slots] rows, untyped backend
+ * memory (void *); a row holds the kv_dim = n_kv_head * head_dim elements of one position (element
+ * (slot, g, i) is element g * head_dim + i of row slot) in the row format of kv_type, and takes
+ * rf_kv_row_bytes(kv_type, kv_dim) bytes (core/kv_format.h: f32, f16 as IEEE binary16 written
+ * with round-to-nearest-even, or q8_0: int8 codes and a binary16 scale per 32 elements, rows
+ * padded to 16 bytes); all arithmetic on cached values is f32, on the exactly widened / scaled
+ * element. The runtime places layer l at byte offset l * n_slots * row_bytes of one allocation,
+ * n_slots a multiple of the block size (32), so each layer's cache is as aligned as the
+ * allocation is (GPU kernels use 16-byte loads when head_dim is a multiple of 8 and fall back to
+ * narrower ones otherwise). Slots nobody wrote may hold anything; only visible positions are
+ * ever read.
  * Query head h reads KV head h / (n_head / n_kv_head) (grouped-query attention). */
 typedef struct {
     int n_head;
     int n_kv_head;
     int head_dim;
     float scale;      /* usually 1/sqrt(head_dim) */
-    uint32_t kv_type; /* RF_TYPE_F32 (0) or RF_TYPE_F16 */
+    uint32_t kv_type; /* RF_TYPE_F32 (0), RF_TYPE_F16 or RF_TYPE_Q8_0 (head_dim % 32 == 0) */
 } rf_attn_dims;
 
 /* Sampling parameters (see runtime/sampler.h for the algorithm; every backend implements the
@@ -148,7 +150,7 @@ typedef struct rf_backend_ops {
     int (*sync)(rf_backend *be);
     /* Free device memory in bytes (for sizing the KV pool); 0 when unknown. */
     size_t (*mem_free)(rf_backend *be);
-    /* K/V cache element type a context gets unless it asks for one (RF_TYPE_F32 or RF_TYPE_F16). */
+    /* K/V cache type a context gets unless it asks for one (RF_TYPE_F32 or RF_TYPE_F16). */
     uint32_t kv_type_default;
 
     /* ---- ops ---- see backend/cpu/ops.h for each op's full contract (the CPU twins) */
@@ -185,7 +187,7 @@ typedef struct rf_backend_ops {
     void (*get_rows)(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
     /* Copies cache block src to block dst of one layer's K or V cache (copy-on-write): bytes
      * [src * block_bytes, +block_bytes) to [dst * block_bytes, ...), src != dst; block_bytes =
-     * block_size * kv_dim * element size. An exact byte copy, whatever the element type. */
+     * block_size * row bytes. An exact byte copy, whatever the element type. */
     void (*copy_block)(rf_backend *be, void *cache, size_t block_bytes, int src, int dst);
     /* Samples one token from logits [n_vocab] into *token_out (backend memory). history: the
      * last n_history tokens of the sequence (backend memory) for penalties; u: a uniform

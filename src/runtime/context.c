@@ -6,10 +6,8 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
-
-/* Bytes of one K/V cache element of type t (RF_TYPE_F32 or RF_TYPE_F16). */
-static size_t rf_kv_elem_bytes(uint32_t t) { return t == RF_TYPE_F16 ? 2 : 4; }
 
 rf_context_params rf_context_default_params(void) {
     rf_context_params p = {0, 512, 1, RF_KV_AUTO};
@@ -45,8 +43,15 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     case RF_KV_AUTO: kv_type = m->be->ops->kv_type_default; break;
     case RF_KV_F32: kv_type = RF_TYPE_F32; break;
     case RF_KV_F16: kv_type = RF_TYPE_F16; break;
+    case RF_KV_Q8_0: kv_type = RF_TYPE_Q8_0; break;
     default:
-        rf_set_error("creating context: K/V cache type %d: expected RF_KV_AUTO, RF_KV_F32 or RF_KV_F16", p.kv_type);
+        rf_set_error("creating context: K/V cache type %d: expected RF_KV_AUTO, RF_KV_F32, RF_KV_F16 or RF_KV_Q8_0",
+                     p.kv_type);
+        return NULL;
+    }
+    if (kv_type == RF_TYPE_Q8_0 && hp->head_dim % RF_KV_Q8_BLOCK) {
+        rf_set_error("creating context: a q8_0 K/V cache needs head_dim a multiple of %d (this model: %d); use f16",
+                     RF_KV_Q8_BLOCK, hp->head_dim);
         return NULL;
     }
 
@@ -63,7 +68,7 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     if (rf_kv_init(&c->kv, n_blocks, KV_BLOCK_SIZE, p.n_ctx, p.n_seq_max)) goto fail;
     size_t kv_dim = (size_t)hp->n_kv_head * hp->head_dim;
     size_t n_slots = (size_t)n_blocks * KV_BLOCK_SIZE;
-    c->layer_bytes = n_slots * kv_dim * rf_kv_elem_bytes(kv_type);
+    c->layer_bytes = n_slots * rf_kv_row_bytes(kv_type, (int64_t)kv_dim);
     size_t kv_bytes = c->layer_bytes * (size_t)hp->n_layer;
 
     size_t nb = (size_t)p.n_batch, d = (size_t)hp->n_embd;
@@ -74,7 +79,7 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     if (free_mem && 2 * kv_bytes + act_bytes > free_mem) {
         rf_set_error("context does not fit in device memory: %s KV cache 2 x %.1f MiB (%d tokens x %d sequences) "
                      "+ activations %.1f MiB > %.1f MiB free; lower -c or the sequence count",
-                     kv_type == RF_TYPE_F16 ? "f16" : "f32", kv_bytes / 1048576.0, p.n_ctx, p.n_seq_max,
+                     rf_kv_type_name(kv_type), kv_bytes / 1048576.0, p.n_ctx, p.n_seq_max,
                      act_bytes / 1048576.0, free_mem / 1048576.0);
         goto fail;
     }
@@ -143,7 +148,9 @@ void rf_context_free(rf_context *c) {
 
 int rf_context_n_ctx(const rf_context *c) { return c->n_ctx; }
 int rf_context_n_batch(const rf_context *c) { return c->n_batch; }
-rf_kv_type rf_context_kv_type(const rf_context *c) { return c->kv_type == RF_TYPE_F16 ? RF_KV_F16 : RF_KV_F32; }
+rf_kv_type rf_context_kv_type(const rf_context *c) {
+    return c->kv_type == RF_TYPE_F16 ? RF_KV_F16 : c->kv_type == RF_TYPE_Q8_0 ? RF_KV_Q8_0 : RF_KV_F32;
+}
 
 int rf_seq_new(rf_context *c) { return rf_kv_seq_new(&c->kv); }
 void rf_seq_remove(rf_context *c, int seq) { rf_kv_seq_remove(&c->kv, seq); }
@@ -155,7 +162,7 @@ int rf_seq_len(const rf_context *c, int seq) {
 /* Applies the copy-on-write copies a reservation asked for, to every layer's K and V. */
 static void copy_blocks(rf_context *c, const rf_kv_copy *copies, int n) {
     size_t kv_dim = (size_t)c->m->hp.n_kv_head * c->m->hp.head_dim;
-    size_t block_bytes = kv_dim * KV_BLOCK_SIZE * rf_kv_elem_bytes(c->kv_type);
+    size_t block_bytes = KV_BLOCK_SIZE * rf_kv_row_bytes(c->kv_type, (int64_t)kv_dim);
     for (int i = 0; i < n; i++)
         for (int l = 0; l < c->m->hp.n_layer; l++) {
             size_t off = (size_t)l * c->layer_bytes;

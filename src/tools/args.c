@@ -165,8 +165,9 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
 static int kv_type_of(const char *flag, const char *v, int *kv) {
     if (!strcmp(v, "f16")) *kv = RF_KV_F16;
     else if (!strcmp(v, "f32")) *kv = RF_KV_F32;
+    else if (!strcmp(v, "q8_0")) *kv = RF_KV_Q8_0;
     else {
-        rf_fail("cache type '%s' for %s is not supported: use f16 or f32", v, flag);
+        rf_fail("cache type '%s' for %s is not supported: use f16, f32 or q8_0", v, flag);
         return -1;
     }
     return 0;

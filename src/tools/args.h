@@ -24,7 +24,7 @@ typedef struct {
  * stderr and returns -1. */
 int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first);
 void rf_args_defaults(rf_args *a);
-/* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16" or "f32"; one flag alone
+/* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16", "f32" or "q8_0"; one flag alone
  * sets both, neither leaves RF_KV_AUTO (the device's choice). Another value, or K and V of
  * different types, prints one error line and returns -1. */
 int rf_args_kv_type(const rf_args *a, int *kv);

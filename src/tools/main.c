@@ -15,7 +15,7 @@ static void usage(FILE *f) {
             "  tokenize   -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]\n"
             "  perplexity -m MODEL (-p TEXT | -f FILE) [--logits-out FILE] [-c CTX]\n"
             "  bench      -m MODEL [-p 512] [-n 128] [-d DEPTH] [-r 5] [-t N] [-ngl N]\n"
-            "  run, perplexity and bench also take -ctk/--cache-type-k and -ctv/--cache-type-v f16|f32:\n"
+            "  run, perplexity and bench also take -ctk/--cache-type-k and -ctv/--cache-type-v f16|f32|q8_0:\n"
             "             the K/V cache type (default f16 on a GPU, f32 on the CPU; K and V alike)\n"
             "  mkmodel    -o OUT --vocab VOCAB.gguf [--arch llama|qwen2|qwen3] [--type f16|q8_0|q4_k_m|...]\n"
             "             [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--n-ff N] [-s SEED]\n"

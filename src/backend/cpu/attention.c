@@ -4,6 +4,7 @@
 
 #include "attention_simd.h"
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
 #include "ops.h"
 
@@ -52,11 +53,17 @@ static void widen_row(const uint16_t *src, float *dst, int n) {
 static void widen_row(const uint16_t *src, float *dst, int n) { widen_row_portable(src, dst, n); }
 #endif
 
-/* Row (slot, KV head g) of a cache of type kv_type as f32: the cache itself when it is f32,
- * else widened into buf [hd]. */
-static inline const float *cache_row(const void *cache, uint32_t kv_type, int64_t elem, int hd, float *buf) {
-    if (kv_type != RF_TYPE_F16) return (const float *)cache + elem;
-    widen_row((const uint16_t *)cache + elem, buf, hd);
+/* Head g of cache row `slot` (kv_format.h) as f32: the cache itself when it is f32, else widened
+ * (f16) or scaled (q8_0) into buf [hd]. */
+static inline const float *cache_row(const void *cache, uint32_t kv_type, int64_t slot, int kv_dim, int g, int hd,
+                                     float *buf) {
+    if (kv_type == RF_TYPE_F32) return (const float *)cache + slot * kv_dim + (int64_t)g * hd;
+    if (kv_type == RF_TYPE_F16) {
+        widen_row((const uint16_t *)cache + slot * kv_dim + (int64_t)g * hd, buf, hd);
+        return buf;
+    }
+    const size_t rb = rf_kv_row_bytes(kv_type, kv_dim);
+    rf_kv_read_row(kv_type, (const char *)cache + (size_t)slot * rb, kv_dim, (int64_t)g * hd, hd, buf);
     return buf;
 }
 
@@ -75,8 +82,8 @@ void cpu_attention(const rf_step *step, const rf_attn_dims *d, const float *q, c
         for (int i = 0; i < hd; i++) acc[i] = 0.0f;
         for (int p = 0; p <= step->pos[t]; p++) {
             int64_t slot = (int64_t)bt[p / step->block_size] * step->block_size + p % step->block_size;
-            const float *kp = cache_row(k_cache, d->kv_type, slot * kv_dim + (int64_t)g * hd, hd, kbuf);
-            const float *vp = cache_row(v_cache, d->kv_type, slot * kv_dim + (int64_t)g * hd, hd, vbuf);
+            const float *kp = cache_row(k_cache, d->kv_type, slot, kv_dim, g, hd, kbuf);
+            const float *vp = cache_row(v_cache, d->kv_type, slot, kv_dim, g, hd, vbuf);
             float s = 0.0f;
             for (int i = 0; i < hd; i++) s += qh[i] * kp[i];
             s *= d->scale;
@@ -120,7 +127,7 @@ void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float 
         float m = -INFINITY;
         for (int p = 0; p < n_pos; p++) {
             int64_t slot = (int64_t)bt[p / step->block_size] * step->block_size + p % step->block_size;
-            const float *kp = cache_row(k_cache, d->kv_type, slot * kv_dim + (int64_t)g * hd, hd, buf);
+            const float *kp = cache_row(k_cache, d->kv_type, slot, kv_dim, g, hd, buf);
             float s = 0.0f;
             for (int i = 0; i < hd; i++) s += round_f16(qh[i]) * kp[i];
             score[p] = s * d->scale;
@@ -133,7 +140,7 @@ void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float 
         for (int i = 0; i < hd; i++) o[i] = 0.0f;
         for (int p = 0; p < n_pos; p++) {
             int64_t slot = (int64_t)bt[p / step->block_size] * step->block_size + p % step->block_size;
-            const float *vp = cache_row(v_cache, d->kv_type, slot * kv_dim + (int64_t)g * hd, hd, buf);
+            const float *vp = cache_row(v_cache, d->kv_type, slot, kv_dim, g, hd, buf);
             float w = round_f16(score[p] * inv);
             for (int i = 0; i < hd; i++) o[i] += w * vp[i];
         }

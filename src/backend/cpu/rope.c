@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
 
 #include "ops.h"
@@ -28,18 +29,9 @@ void cpu_rope(float *x, int n_tokens, int n_heads, int head_dim, const int32_t *
 
 void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, const int32_t *slot,
                   void *k_cache, void *v_cache, uint32_t kv_type) {
+    const size_t rb = rf_kv_row_bytes(kv_type, kv_dim);
     for (int t = 0; t < n_tokens; t++) {
-        const float *kt = k + (int64_t)t * kv_dim, *vt = v + (int64_t)t * kv_dim;
-        int64_t row = (int64_t)slot[t] * kv_dim;
-        if (kv_type == RF_TYPE_F16) {
-            uint16_t *kc = (uint16_t *)k_cache + row, *vc = (uint16_t *)v_cache + row;
-            for (int i = 0; i < kv_dim; i++) {
-                kc[i] = rf_fp32_to_fp16(kt[i]);
-                vc[i] = rf_fp32_to_fp16(vt[i]);
-            }
-        } else {
-            memcpy((float *)k_cache + row, kt, sizeof(float) * (size_t)kv_dim);
-            memcpy((float *)v_cache + row, vt, sizeof(float) * (size_t)kv_dim);
-        }
+        rf_kv_write_row(kv_type, k + (int64_t)t * kv_dim, kv_dim, (char *)k_cache + (size_t)slot[t] * rb);
+        rf_kv_write_row(kv_type, v + (int64_t)t * kv_dim, kv_dim, (char *)v_cache + (size_t)slot[t] * rb);
     }
 }

@@ -1,0 +1,83 @@
+/* kv_format.c: reference writer and reader of the K/V cache row formats (kv_format.h). */
+#include "kv_format.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/util.h"
+
+bool rf_kv_type_ok(uint32_t type) { return type == RF_TYPE_F32 || type == RF_TYPE_F16 || type == RF_TYPE_Q8_0; }
+
+size_t rf_kv_row_bytes(uint32_t type, int64_t kv_dim) {
+    switch (type) {
+    case RF_TYPE_F32: return (size_t)kv_dim * 4;
+    case RF_TYPE_F16: return (size_t)kv_dim * 2;
+    case RF_TYPE_Q8_0:
+        if (kv_dim % RF_KV_Q8_BLOCK) return 0;
+        return ((size_t)kv_dim + (size_t)kv_dim / RF_KV_Q8_BLOCK * 2 + 15) & ~(size_t)15;
+    default: return 0;
+    }
+}
+
+const char *rf_kv_type_name(uint32_t type) {
+    return type == RF_TYPE_F32 ? "f32" : type == RF_TYPE_F16 ? "f16" : type == RF_TYPE_Q8_0 ? "q8_0" : "?";
+}
+
+void rf_kv_q8_block(const float *x, int8_t *q, uint16_t *d) {
+    float amax = 0.0f;
+    bool bad = false;
+    for (int i = 0; i < RF_KV_Q8_BLOCK; i++) {
+        bad |= !isfinite(x[i]);
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    const float dq = amax / 127.0f;
+    const uint16_t dh = rf_fp32_to_fp16(dq);
+    if (bad || (dh & 0x7c00u) == 0x7c00u) { /* non-finite input, or the scale overflows binary16 */
+        memset(q, 0, RF_KV_Q8_BLOCK);
+        *d = 0x7e00u; /* NaN */
+        return;
+    }
+    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    for (int i = 0; i < RF_KV_Q8_BLOCK; i++) {
+        const float r = roundf(x[i] * id);
+        q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+    }
+    *d = dh;
+}
+
+void rf_kv_write_row(uint32_t type, const float *x, int64_t kv_dim, void *row) {
+    if (type == RF_TYPE_F32) {
+        memcpy(row, x, sizeof(float) * (size_t)kv_dim);
+    } else if (type == RF_TYPE_F16) {
+        uint16_t *h = row;
+        for (int64_t i = 0; i < kv_dim; i++) h[i] = rf_fp32_to_fp16(x[i]);
+    } else {
+        int8_t *q = row;
+        uint8_t *d = (uint8_t *)row + kv_dim;
+        for (int64_t b = 0; b < kv_dim / RF_KV_Q8_BLOCK; b++) {
+            uint16_t s;
+            rf_kv_q8_block(x + b * RF_KV_Q8_BLOCK, q + b * RF_KV_Q8_BLOCK, &s);
+            d[2 * b] = (uint8_t)(s & 0xff);
+            d[2 * b + 1] = (uint8_t)(s >> 8);
+        }
+        const size_t used = (size_t)kv_dim + (size_t)kv_dim / RF_KV_Q8_BLOCK * 2;
+        memset((uint8_t *)row + used, 0, rf_kv_row_bytes(type, kv_dim) - used);
+    }
+}
+
+void rf_kv_read_row(uint32_t type, const void *row, int64_t kv_dim, int64_t e0, int64_t n, float *out) {
+    if (type == RF_TYPE_F32) {
+        memcpy(out, (const float *)row + e0, sizeof(float) * (size_t)n);
+    } else if (type == RF_TYPE_F16) {
+        const uint16_t *h = (const uint16_t *)row + e0;
+        for (int64_t i = 0; i < n; i++) out[i] = rf_fp16_to_fp32(h[i]);
+    } else {
+        const int8_t *q = (const int8_t *)row;
+        const uint8_t *d = (const uint8_t *)row + kv_dim;
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e = e0 + i, b = e / RF_KV_Q8_BLOCK;
+            out[i] = (float)q[e] * rf_fp16_to_fp32((uint16_t)(d[2 * b] | d[2 * b + 1] << 8));
+        }
+    }
+}
