@@ -5,7 +5,8 @@
 #            memcheck + racecheck on the kernel tests
 #   bench:   copy bandwidth, then `rocmforge bench` on mkmodel files of the 1B shape
 #   bench7b: the same on the Llama-2-7B shape (F16, Q8_0, Q4_0, Q4_K_M)
-#   longctx: tg128 after 512, 8192 and 32768 tokens of context (1B F16, 7B Q4_K_M)
+#   longctx: tg128 after 512, 8192 and 32768 tokens of context (1B F16, 7B Q4_K_M), for each K/V
+#            cache type in KVTYPES (default f16; e.g. KVTYPES="f16 q8_0")
 #   mm:      the stand-alone matmul test and the decode matvec A/B (bench/bench_gpu_matmul ab)
 #   trace:   decode timelines of tg128 (1B F16, 7B Q4_0 and Q4_K_M) with tools/kernel_trace.c
 #            (CUPTI; CUPTI_DIR names libcupti's folder), summarized by scripts/trace_summary.py
@@ -139,8 +140,10 @@ longctx)
         f=$M/$tag-$t.gguf
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t "$@" 2>>"$OUT/mkmodel.log"
         for d in 512 8192 32768; do
-            log "tg128 at depth $d, $tag $t"
-            $BIN bench -m $f -p 0 -n 128 -d $d -b 2048 -r 2 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+            for kv in ${KVTYPES:-f16}; do
+                log "tg128 at depth $d, $tag $t, K/V cache $kv"
+                $BIN bench -m $f -p 0 -n 128 -d $d -b 2048 -r 2 -ctk $kv 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+            done
         done
     done
     ;;

@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/quant.h"
 #include "core/util.h"
 #include "golden.h"
@@ -183,22 +184,16 @@ static void test_rmsnorm(void) {
 
 /* ---- rope + KV store ------------------------------------------------------------------------ */
 
-/* Widens n cache elements of kv_type (f32 or f16) to f32. */
-static void kv_widen(const void *src, uint32_t kv_type, size_t n, float *dst) {
-    for (size_t i = 0; i < n; i++)
-        dst[i] = kv_type == RF_TYPE_F16 ? rf_fp16_to_fp32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
-}
 static void test_rope(void) {
     struct { int mode, hd, n_rot, n_head, n_kv, ff; float fs; } cfg[] = {
         {RF_ROPE_NORMAL, 64, 64, 8, 8, 0, 1.0f},   {RF_ROPE_NEOX, 128, 128, 16, 4, 0, 1.0f},
         {RF_ROPE_NORMAL, 128, 64, 8, 1, 1, 0.25f}, {RF_ROPE_NEOX, 64, 32, 32, 4, 1, 0.5f},
         {RF_ROPE_NEOX, 128, 128, 32, 8, 1, 1.0f},
     };
-    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16};
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
     for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++)
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++) {
         const uint32_t kvt = kv_types[ki];
-        const size_t es = kvt == RF_TYPE_F16 ? 2 : 4;
         const int n_tok = 1 + test_randint(0, 40), hd = cfg[ci].hd;
         const int qd = cfg[ci].n_head * hd, kvd = cfg[ci].n_kv * hd;
         const int n_slots = 64;
@@ -216,7 +211,8 @@ static void test_rope(void) {
         for (size_t i = 0; i < RF_ARRAY_LEN(edge) && i < (size_t)n_tok * kvd; i++)
             v[test_randint(0, n_tok * kvd - 1)] = edge[i];
         fill(sent, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
-        void *kc = test_kv_pack(sent, kvt, (size_t)n_slots * kvd), *vc = test_kv_pack(sent, kvt, (size_t)n_slots * kvd);
+        const size_t rb = rf_kv_row_bytes(kvt, kvd), kvb = rb * n_slots;
+        void *kc = test_kv_pack(sent, kvt, n_slots, kvd), *vc = test_kv_pack(sent, kvt, n_slots, kvd);
         fill(ff, 64, 1.0f, 8.0f);
         int perm[64];
         for (int i = 0; i < n_slots; i++) perm[i] = i;
@@ -230,7 +226,7 @@ static void test_rope(void) {
             slot[t] = perm[t];
         }
         float *dq = dput(q, 4 * (size_t)n_tok * qd), *dk = dput(k, 4 * (size_t)n_tok * kvd), *dv = dput(v, 4 * (size_t)n_tok * kvd);
-        void *dkc = dput(kc, es * n_slots * kvd), *dvc = dput(vc, es * n_slots * kvd);
+        void *dkc = dput(kc, kvb), *dvc = dput(vc, kvb);
         float *dff = dput(ff, sizeof ff);
         int32_t *dpos = dput(pos, sizeof pos), *dslot = dput(slot, sizeof slot);
         rf_rope rope = {cfg[ci].mode, cfg[ci].n_rot, 10000.0f, cfg[ci].fs, cfg[ci].ff ? dff : NULL};
@@ -241,9 +237,9 @@ static void test_rope(void) {
         st.slot = dslot;
         be->ops->rope_store_kv(be, &st, &rope, &dims, dq, dk, dv, dkc, dvc);
         float *gq = malloc(4 * (size_t)n_tok * qd), *gk = malloc(4 * (size_t)n_tok * kvd);
-        void *gkc_raw = malloc(es * n_slots * kvd), *gvc_raw = malloc(es * n_slots * kvd);
+        void *gkc_raw = malloc(kvb), *gvc_raw = malloc(kvb);
         int rc = dget(gq, dq, 4 * (size_t)n_tok * qd) | dget(gk, dk, 4 * (size_t)n_tok * kvd) |
-                 dget(gkc_raw, dkc, es * n_slots * kvd) | dget(gvc_raw, dvc, es * n_slots * kvd);
+                 dget(gkc_raw, dkc, kvb) | dget(gvc_raw, dvc, kvb);
         CHECK(rc == 0, "rope: %s", rf_error());
         rf_rope hr = rope;
         hr.freq_factors = cfg[ci].ff ? ff : NULL;
@@ -252,19 +248,38 @@ static void test_rope(void) {
         cpu_store_kv(k, v, n_tok, kvd, slot, kc, vc, kvt);
         float *gkc = malloc(4 * (size_t)n_slots * kvd), *gvc = malloc(4 * (size_t)n_slots * kvd);
         float *rkc = malloc(4 * (size_t)n_slots * kvd), *rvc = malloc(4 * (size_t)n_slots * kvd);
-        kv_widen(gkc_raw, kvt, (size_t)n_slots * kvd, gkc);
-        kv_widen(gvc_raw, kvt, (size_t)n_slots * kvd, gvc);
-        kv_widen(kc, kvt, (size_t)n_slots * kvd, rkc);
-        kv_widen(vc, kvt, (size_t)n_slots * kvd, rvc);
+        test_kv_unpack(gkc_raw, kvt, n_slots, kvd, gkc);
+        test_kv_unpack(gvc_raw, kvt, n_slots, kvd, gvc);
+        test_kv_unpack(kc, kvt, n_slots, kvd, rkc);
+        test_kv_unpack(vc, kvt, n_slots, kvd, rvc);
         char what[128];
         snprintf(what, sizeof what, "rope %s hd %d n_rot %d heads %d/%d kv %s (q)", cfg[ci].mode ? "neox" : "normal", hd,
-                 cfg[ci].n_rot, cfg[ci].n_head, cfg[ci].n_kv, kvt == RF_TYPE_F16 ? "f16" : "f32");
+                 cfg[ci].n_rot, cfg[ci].n_head, cfg[ci].n_kv, rf_kv_type_name(kvt));
         CHECK_CLOSE(what, gq, q, (size_t)n_tok * qd, 2e-3, 0);
         CHECK_CLOSE("rope k", gk, k, (size_t)n_tok * kvd, 2e-3, 0);
         /* f16: the rotated k differs by up to 2e-3 before rounding, so its f16 (ulp 9.8e-4 below 1)
-         * may round the other way: 2e-3 + 1 ulp */
-        CHECK_CLOSE("rope k cache", gkc, rkc, (size_t)n_slots * kvd, kvt == RF_TYPE_F16 ? 3e-3 : 2e-3, 0);
+         * may round the other way: 2e-3 + 1 ulp. q8_0: each side is within half a step d of its own
+         * k, d = amax / 127 <= sqrt(2) / 127 (rotated |k| <= sqrt(2)): 2e-3 + d + the scale's
+         * binary16 rounding, 1.5e-2 */
+        CHECK_CLOSE("rope k cache", gkc, rkc, (size_t)n_slots * kvd,
+                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : 2e-3, 0);
         CHECK_CLOSE("rope v cache", gvc, rvc, (size_t)n_slots * kvd, 0, 0);
+        /* the store itself, byte for byte: the GPU's rows are the reference writer's rows of the
+         * GPU's own rotated k, and of v (edge values included); untouched rows keep the sentinel */
+        {
+            void *want_k = malloc(kvb);
+            memcpy(want_k, kc, kvb);
+            for (int t = 0; t < n_tok; t++) rf_kv_write_row(kvt, gk + (size_t)t * kvd, kvd, (char *)want_k + slot[t] * rb);
+            size_t bad_k = 0, bad_v = 0;
+            for (int r = 0; r < n_slots; r++) {
+                const size_t used = kvt == RF_TYPE_Q8_0 ? (size_t)kvd + (size_t)kvd / 16 : rb; /* padding: not written */
+                bad_k += memcmp((char *)want_k + r * rb, (char *)gkc_raw + r * rb, used) != 0;
+                bad_v += memcmp((char *)vc + r * rb, (char *)gvc_raw + r * rb, used) != 0;
+            }
+            CHECK(bad_k == 0 && bad_v == 0, "%s: %zu k rows and %zu v rows differ from the reference writer's bytes",
+                  what, bad_k, bad_v);
+            free(want_k);
+        }
         dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc); dfree(dff); dfree(dpos); dfree(dslot);
         free(q); free(k); free(v); free(kc); free(vc); free(gq); free(gk); free(gkc); free(gvc); free(sent);
         free(gkc_raw); free(gvc_raw); free(rkc); free(rvc);
@@ -302,7 +317,7 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
         CHECK(rc == 0, "attention %s int8 copy, %d splits: launch or copy failed", label, ns);
         char what[160];
         snprintf(what, sizeof what, "attention %s (kv %s, %d splits, gb %d, int8 copy on)", label,
-                 kvt == RF_TYPE_F16 ? "f16" : "f32", ns, a.gb);
+                 rf_kv_type_name(kvt), ns, a.gb);
         CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
         size_t bad = 0, marked = 0;
         for (size_t b = 0; b < nb; b++) {
@@ -353,10 +368,11 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     fill(q, (size_t)n_tok * qd, -2, 2);
     if (nan_case) /* a NaN in a visible V element of sequence 0, position 0: dim 3 of KV head 0 */
         vc[test_paged_kv_slot(&c, 0, 0) * kvd + 3] = NAN;
-    /* the cache as stored (f16: the values rounded, NaN stays NaN); CPU and GPU read the same one */
-    const size_t es = kvt == RF_TYPE_F16 ? 2 : 4;
-    void *kcs = test_kv_pack(kc, kvt, n_slots * kvd), *vcs = test_kv_pack(vc, kvt, n_slots * kvd);
-    void *dkc = dput(kcs, es * n_slots * kvd), *dvc = dput(vcs, es * n_slots * kvd);
+    /* the cache as stored (f16: the values rounded, NaN stays NaN; q8_0: quantized, a NaN poisons
+     * its block); CPU and GPU read the same one */
+    const size_t kvb = rf_kv_row_bytes(kvt, kvd) * n_slots;
+    void *kcs = test_kv_pack(kc, kvt, n_slots, kvd), *vcs = test_kv_pack(vc, kvt, n_slots, kvd);
+    void *dkc = dput(kcs, kvb), *dvc = dput(vcs, kvb);
     float *dq = dput(q, 4 * (size_t)n_tok * qd);
     int32_t *dpos = dput(pos, 4 * (size_t)n_tok), *dseq = dput(seq_row, 4 * (size_t)n_tok);
     int32_t *dbt = dput(bt, sizeof(int32_t) * (size_t)n_seq * max_blocks);
@@ -383,7 +399,7 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
         CHECK(rc == 0, "attention %s: %s", label, rf_error());
         char what[160];
         snprintf(what, sizeof what, "attention %s (heads %d/%d, hd %d, %d tokens, kv %s, kernel %s%s, splits %d, gb %d)",
-                 label, n_head, n_kv, hd, n_tok, kvt == RF_TYPE_F16 ? "f16" : "f32",
+                 label, n_head, n_kv, hd, n_tok, rf_kv_type_name(kvt),
                  modes[mi][0] == 2 ? "tiled" : modes[mi][0] == 1 ? "split" : "auto", tc ? " tensor-core" : "",
                  modes[mi][1], modes[mi][3]);
         if (tc && !nan_case) {
@@ -413,11 +429,14 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     free(kcs); free(vcs);
 }
 
-/* Each case with both cache types. */
+/* Each case with every cache type its head size allows (q8_0: head_dim % 32 == 0). The GPU reads
+ * the same stored values as the CPU (q8_0 codes times scales are exact in f32), so every type
+ * has the same tolerances. */
 static void attention_case(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail,
                            int n_seq, int nan_case) {
     attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F32);
     attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F16);
+    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q8_0);
 }
 
 static void test_attention(void) {
@@ -478,7 +497,8 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     int lens[] = {len}, tails[] = {1};
     test_paged_kv c;
     test_paged_kv_make(&c, n_kv, hd, 16, lens, tails, 1);
-    const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots, es = kvt == RF_TYPE_F16 ? 2 : 4;
+    const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots;
+    const size_t kvb = rf_kv_row_bytes(kvt, kvd) * n_slots;
     const int32_t slot = (int32_t)test_paged_kv_slot(&c, 0, len - 1);
     for (size_t i = 0; i < kvd; i++) c.kc[slot * kvd + i] = c.vc[slot * kvd + i] = NAN; /* not stored yet */
     float *q = malloc(4 * qd), *k = malloc(4 * kvd), *v = malloc(4 * kvd), ff[128];
@@ -487,7 +507,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     fill(v, kvd, -1, 1);
     fill(ff, 128, 1.0f, 8.0f);
     if (nan_k) k[test_randint(0, (int)kvd - 1)] = NAN;
-    void *kcs = test_kv_pack(c.kc, kvt, n_slots * kvd), *vcs = test_kv_pack(c.vc, kvt, n_slots * kvd);
+    void *kcs = test_kv_pack(c.kc, kvt, n_slots, kvd), *vcs = test_kv_pack(c.vc, kvt, n_slots, kvd);
     float *dff = dput(ff, sizeof ff);
     rf_rope rope = {mode, n_rot, 10000.0f, 1.0f, use_ff ? dff : NULL}, hrope = rope;
     hrope.freq_factors = use_ff ? ff : NULL;
@@ -496,25 +516,25 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     float *ref = malloc(4 * qd), *hq = malloc(4 * qd), *hk = malloc(4 * kvd);
     memcpy(hq, q, 4 * qd);
     memcpy(hk, k, 4 * kvd);
-    void *rkc = malloc(es * n_slots * kvd), *rvc = malloc(es * n_slots * kvd);
-    memcpy(rkc, kcs, es * n_slots * kvd);
-    memcpy(rvc, vcs, es * n_slots * kvd);
+    void *rkc = malloc(kvb), *rvc = malloc(kvb);
+    memcpy(rkc, kcs, kvb);
+    memcpy(rvc, vcs, kvb);
     cpu_rope(hq, 1, n_head, hd, c.pos, &hrope);
     cpu_rope(hk, 1, n_kv, hd, c.pos, &hrope);
     cpu_store_kv(hk, v, 1, (int)kvd, &slot, rkc, rvc, kvt);
     rf_step hs = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL};
     cpu_attention(&hs, &dims, hq, rkc, rvc, ref, 0, n_head);
     float *rkf = malloc(4 * n_slots * kvd), *rvf = malloc(4 * n_slots * kvd);
-    kv_widen(rkc, kvt, n_slots * kvd, rkf);
-    kv_widen(rvc, kvt, n_slots * kvd, rvf);
+    test_kv_unpack(rkc, kvt, n_slots, kvd, rkf);
+    test_kv_unpack(rvc, kvt, n_slots, kvd, rvf);
 
     int32_t *dpos = dput(c.pos, 4), *dseq = dput(c.seq_row, 4), *dslot = dput(&slot, 4);
     int32_t *dbt = dput(c.bt, sizeof(int32_t) * (size_t)c.max_blocks);
     rf_step ds = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL};
     float *dout = be->ops->alloc(be, 4 * qd);
     float *got = malloc(4 * qd), *two = malloc(4 * qd), *poison = malloc(4 * qd), *gkf = malloc(4 * n_slots * kvd), *gvf = malloc(4 * n_slots * kvd);
-    void *gk1 = malloc(es * n_slots * kvd), *gv1 = malloc(es * n_slots * kvd);
-    void *gk2 = malloc(es * n_slots * kvd), *gv2 = malloc(es * n_slots * kvd);
+    void *gk1 = malloc(kvb), *gv1 = malloc(kvb);
+    void *gk2 = malloc(kvb), *gv2 = malloc(kvb);
     /* splits (0: automatic) and heads per block (0: automatic) */
     static const int splits[][2] = {{0, 0}, {1, 0}, {3, 0}, {200, 0}, {1, 8}, {3, 2}};
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
@@ -523,11 +543,11 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         snprintf(what, sizeof what,
                  "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d, gb %d%s",
                  mode == RF_ROPE_NEOX ? "neox" : "normal", n_rot, use_ff ? " (factors)" : "", n_head, n_kv, hd, len,
-                 kvt == RF_TYPE_F16 ? "f16" : "f32", splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "");
+                 rf_kv_type_name(kvt), splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "");
         /* path 1: the op; path 2: the two ops on fresh copies of the same inputs */
         for (int path = 1; path <= 2; path++) {
             float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
-            void *dkc = dput(kcs, es * n_slots * kvd), *dvc = dput(vcs, es * n_slots * kvd);
+            void *dkc = dput(kcs, kvb), *dvc = dput(vcs, kvb);
             for (size_t i = 0; i < qd; i++) poison[i] = -77.0f; /* every output is written */
             be->ops->upload(be, dout, poison, 4 * qd);
             if (path == 1) {
@@ -536,17 +556,27 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
                 be->ops->rope_store_kv(be, &ds, &rope, &dims, dq, dk, dv, dkc, dvc);
                 be->ops->attention(be, &ds, &dims, dq, dkc, dvc, dout);
             }
-            int rc = dget(path == 1 ? got : two, dout, 4 * qd) | dget(path == 1 ? gk1 : gk2, dkc, es * n_slots * kvd) |
-                     dget(path == 1 ? gv1 : gv2, dvc, es * n_slots * kvd);
+            int rc = dget(path == 1 ? got : two, dout, 4 * qd) | dget(path == 1 ? gk1 : gk2, dkc, kvb) |
+                     dget(path == 1 ? gv1 : gv2, dvc, kvb);
             CHECK(rc == 0, "%s (path %d): %s", what, path, rf_error());
             dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc);
         }
-        CHECK_CLOSE(what, got, ref, qd, 1e-3, 1e-3);
-        kv_widen(gk1, kvt, n_slots * kvd, gkf);
-        kv_widen(gv1, kvt, n_slots * kvd, gvf);
-        CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd, kvt == RF_TYPE_F16 ? 3e-3 : 2e-3, 0);
+        if (kvt == RF_TYPE_Q8_0) {
+            /* the new k row may quantize differently on the two sides (rotations an ulp of theta
+             * apart, rope's test): the CPU's attention over the GPU's own cache is the reference */
+            float *ref_g = malloc(4 * qd);
+            cpu_attention(&hs, &dims, hq, gk1, gv1, ref_g, 0, n_head);
+            CHECK_CLOSE(what, got, ref_g, qd, 1e-3, 1e-3);
+            free(ref_g);
+        } else {
+            CHECK_CLOSE(what, got, ref, qd, 1e-3, 1e-3);
+        }
+        test_kv_unpack(gk1, kvt, n_slots, kvd, gkf);
+        test_kv_unpack(gv1, kvt, n_slots, kvd, gvf);
+        CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd,
+                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : 2e-3, 0);
         CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
-        CHECK(!memcmp(gk1, gk2, es * n_slots * kvd) && !memcmp(gv1, gv2, es * n_slots * kvd),
+        CHECK(!memcmp(gk1, gk2, kvb) && !memcmp(gv1, gv2, kvb),
               "%s: the cache differs from the two-op path's", what);
         char what2[240];
         snprintf(what2, sizeof what2, "%s vs the two-op path", what);
@@ -560,7 +590,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
 }
 
 static void test_rope_attention(void) {
-    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16};
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
     /* {n_head, n_kv, hd, mode, n_rot, factors}: Llama 7B and 1B shapes; a group of 7 at hd 64
      * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
      * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
@@ -573,6 +603,7 @@ static void test_rope_attention(void) {
     static const int lens[] = {1, 2, 33, 200, 700};
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++)
         for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {
+            if (kv_types[ki] == RF_TYPE_Q8_0 && cfg[ci][2] % 32) continue;
             const int len = lens[test_randint(0, (int)RF_ARRAY_LEN(lens) - 1)];
             rope_attention_case(cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], cfg[ci][4], cfg[ci][5], len, 0,
                                 kv_types[ki]);
@@ -581,6 +612,7 @@ static void test_rope_attention(void) {
     for (size_t li = 0; li < RF_ARRAY_LEN(lens); li++)
         rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
 }
 #endif
 
@@ -683,12 +715,12 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     const int bsz = 32;
     const int ctxs[] = {128, 512, 8192, 32768};
     const int max_ctx = 32768, max_blocks = max_ctx / bsz;
-    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, es = kvt == RF_TYPE_F16 ? 2 : 4;
-    const char *tn = kvt == RF_TYPE_F16 ? "f16" : "f32";
+    const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, rb = rf_kv_row_bytes(kvt, kvd);
+    const char *tn = rf_kv_type_name(kvt);
     float *kh = malloc(4 * (size_t)max_ctx * kvd);
     fill(kh, (size_t)max_ctx * kvd, -1, 1);
-    void *khs = test_kv_pack(kh, kvt, (size_t)max_ctx * kvd);
-    void *kc = dput(khs, es * max_ctx * kvd), *vc = dput(khs, es * max_ctx * kvd);
+    void *khs = test_kv_pack(kh, kvt, max_ctx, kvd);
+    void *kc = dput(khs, rb * max_ctx), *vc = dput(khs, rb * max_ctx);
     free(kh);
     free(khs);
     int32_t *bt = malloc(sizeof(int32_t) * (size_t)max_blocks), pos[512], seq[512];
@@ -718,11 +750,11 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
         c.scratch = scr;
         double us = bench_graph(b_decode, &c, 50);
-        const double mb = 2.0 * ctxs[ci] * kvd * es / 1e6;
+        const double mb = 2.0 * ctxs[ci] * rb / 1e6;
         printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, tn,
                ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
         /* rope fused into it (kernels.h): NORMAL rotation of every dim, the new row at pos[0] */
-        {
+        if (kvt != RF_TYPE_Q8_0) {
             float *knh = malloc(4 * kvd);
             fill(knh, kvd, -1, 1);
             float *kn = dput(knh, 4 * kvd), *vn = dput(knh, 4 * kvd);
@@ -798,8 +830,8 @@ static void test_bench(void) {
     }
     if (copy_src) dfree(copy_src);
     if (copy_dst) dfree(copy_dst);
-    for (int kt = 0; kt < 2; kt++) {
-        const uint32_t kvt = kt ? RF_TYPE_F32 : RF_TYPE_F16;
+    for (int kt = 0; kt < 3; kt++) {
+        const uint32_t kvt = kt == 0 ? RF_TYPE_F16 : kt == 1 ? RF_TYPE_Q8_0 : RF_TYPE_F32;
         bench_attn_shape("7B", 32, 32, 128, kvt);
         bench_attn_shape("1B", 32, 8, 64, kvt);
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
 #include "test.h"
 
@@ -63,11 +64,15 @@ size_t test_paged_kv_slot(const test_paged_kv *c, int s, int p) {
     return (size_t)c->bt[s * c->max_blocks + p / c->bsz] * c->bsz + p % c->bsz;
 }
 
-void *test_kv_pack(const float *src, uint32_t kv_type, size_t n) {
-    void *d = malloc(n * (kv_type == RF_TYPE_F16 ? 2 : 4));
-    for (size_t i = 0; i < n; i++) {
-        if (kv_type == RF_TYPE_F16) ((uint16_t *)d)[i] = rf_fp32_to_fp16(src[i]);
-        else ((float *)d)[i] = src[i];
-    }
+void *test_kv_pack(const float *src, uint32_t kv_type, size_t n_rows, size_t kvd) {
+    const size_t rb = rf_kv_row_bytes(kv_type, (int64_t)kvd);
+    char *d = malloc(n_rows * rb);
+    for (size_t r = 0; r < n_rows; r++) rf_kv_write_row(kv_type, src + r * kvd, (int64_t)kvd, d + r * rb);
     return d;
+}
+
+void test_kv_unpack(const void *src, uint32_t kv_type, size_t n_rows, size_t kvd, float *dst) {
+    const size_t rb = rf_kv_row_bytes(kv_type, (int64_t)kvd);
+    for (size_t r = 0; r < n_rows; r++)
+        rf_kv_read_row(kv_type, (const char *)src + r * rb, (int64_t)kvd, 0, (int64_t)kvd, dst + r * kvd);
 }

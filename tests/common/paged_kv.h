@@ -23,8 +23,10 @@ void test_paged_kv_make(test_paged_kv *c, int n_kv, int hd, int bsz, const int *
 void test_paged_kv_free(test_paged_kv *c);
 /* Slot of position p of sequence s. */
 size_t test_paged_kv_slot(const test_paged_kv *c, int s, int p);
-/* n floats as a cache of type kv_type stores them (F32 copied, F16 rounded; NaN stays NaN);
- * malloc'ed. */
-void *test_kv_pack(const float *src, uint32_t kv_type, size_t n);
-
+/* n_rows rows of kvd floats as a cache of type kv_type stores them (core/kv_format.h: F32 copied,
+ * F16 rounded, Q8_0 quantized; NaN stays NaN / poisons its block); malloc'ed,
+ * n_rows * rf_kv_row_bytes bytes. */
+void *test_kv_pack(const float *src, uint32_t kv_type, size_t n_rows, size_t kvd);
+/* The inverse read: n_rows cache rows of kv_type as f32 into dst [n_rows][kvd]. */
+void test_kv_unpack(const void *src, uint32_t kv_type, size_t n_rows, size_t kvd, float *dst);
 #endif

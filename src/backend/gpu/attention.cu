@@ -1,8 +1,9 @@
 /* attention.cu: attention over the paged KV cache (twin of cpu_attention).
  *
  * Common contract. q: [n_tokens][n_head * head_dim] f32; out: same shape; k_cache, v_cache:
- * [n_slots][n_kv_head * head_dim] of float or __half (a.kv_type; backend.h's layout), widened to
- * f32 on load. Token t, query head h reads KV head g = h / (n_head / n_kv_head) at positions p =
+ * [n_slots] rows of n_kv_head * head_dim elements in the row format of a.kv_type (f32, f16 or
+ * q8_0: core/kv_format.h, backend.h's layout), widened to f32 on load (q8_0: code times its
+ * block's scale, exact in f32). Token t, query head h reads KV head g = h / (n_head / n_kv_head) at positions p =
  * 0..pos[t] of its sequence, slot = block_table[seq_row[t] * max_blocks + p / block_size] *
  * block_size + p % block_size. pos, seq_row and block_table are read from device memory (never
  * from the host), so a captured graph replays with new data. Only visible positions are read:
@@ -25,21 +26,62 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
     return (int64_t)bt[p / block_size] * block_size + p % block_size;
 }
 
-/* One cache element as f32 (exact for both types). */
-static __device__ __forceinline__ float kv_ld1(const float *p) { return *p; }
-static __device__ __forceinline__ float kv_ld1(const __half *p) { return __half2float(*p); }
-/* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32; p
- * aligned to 16 bytes), widened by kv_cvt8 when used, so several loads can be in flight first. */
+/* The q8_0 cache's element (kv_format.h): one int8 code, so a kv_q8 pointer steps one code. */
+struct kv_q8 {
+    int8_t q;
+};
+
+/* Row geometry of a cache of element type T (kv_format.h): the bytes of a row, and, from the
+ * address of element e of a row, the byte offset to the binary16 scale of e's block (q8_0; 0 for
+ * the float formats, which have none). Q8 (fused rope store): whether the rope-fused decode
+ * instance exists for T (its in-register store writes whole float elements). */
+template <typename T> struct kv_fmt {
+    enum { Q8 = 0 };
+    static __host__ __device__ __forceinline__ int64_t row_bytes(int kv_dim) { return (int64_t)kv_dim * sizeof(T); }
+    static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return (void)kv_dim, (void)e, 0; }
+};
+template <> struct kv_fmt<kv_q8> {
+    enum { Q8 = 1 };
+    static __host__ __device__ __forceinline__ int64_t row_bytes(int kv_dim) {
+        return ((int64_t)kv_dim + kv_dim / 16 + 15) & ~(int64_t)15;
+    }
+    static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return kv_dim - e + (e / 32) * 2; }
+};
+/* Address of element e of row `slot` of a cache of T. */
+template <typename T>
+static __device__ __forceinline__ const char *kv_at(const void *cache, int64_t slot, int kv_dim, int e) {
+    return (const char *)cache + slot * kv_fmt<T>::row_bytes(kv_dim) + (int64_t)e * (int64_t)sizeof(T);
+}
+
+/* One cache element at p as f32 (exact for every format; soff: kv_fmt::scale_off of its element). */
+template <typename T> static __device__ __forceinline__ float kv_ld1(const char *p, int soff);
+template <> __device__ __forceinline__ float kv_ld1<float>(const char *p, int) { return *(const float *)p; }
+template <> __device__ __forceinline__ float kv_ld1<__half>(const char *p, int) { return __half2float(*(const __half *)p); }
+template <> __device__ __forceinline__ float kv_ld1<kv_q8>(const char *p, int soff) {
+    return (float)*(const int8_t *)p * __half2float(*(const __half *)(p + soff));
+}
+/* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32, an
+ * 8-byte load and the block's scale for q8_0; p aligned to 16 bytes, 8 for q8_0; the eight share
+ * one q8_0 block), widened by kv_cvt8 when used, so several loads can be in flight first. */
 template <typename T> struct kv_raw8;
 template <> struct kv_raw8<float> { float4 a, b; };
 template <> struct kv_raw8<__half> { uint4 u; };
+template <> struct kv_raw8<kv_q8> { uint2 q; __half d; };
 static __device__ __forceinline__ void kv_zero8(kv_raw8<float> &r) { r.a = r.b = make_float4(0.f, 0.f, 0.f, 0.f); }
 static __device__ __forceinline__ void kv_zero8(kv_raw8<__half> &r) { r.u = make_uint4(0u, 0u, 0u, 0u); }
-static __device__ __forceinline__ void kv_load8(kv_raw8<float> &r, const float *p) {
+static __device__ __forceinline__ void kv_zero8(kv_raw8<kv_q8> &r) {
+    r.q = make_uint2(0u, 0u);
+    r.d = __float2half(0.0f);
+}
+static __device__ __forceinline__ void kv_load8(kv_raw8<float> &r, const char *p, int) {
     r.a = ((const float4 *)p)[0];
     r.b = ((const float4 *)p)[1];
 }
-static __device__ __forceinline__ void kv_load8(kv_raw8<__half> &r, const __half *p) { r.u = *(const uint4 *)p; }
+static __device__ __forceinline__ void kv_load8(kv_raw8<__half> &r, const char *p, int) { r.u = *(const uint4 *)p; }
+static __device__ __forceinline__ void kv_load8(kv_raw8<kv_q8> &r, const char *p, int soff) {
+    r.q = *(const uint2 *)p;
+    r.d = *(const __half *)(p + soff);
+}
 static __device__ __forceinline__ void kv_cvt8(const kv_raw8<float> &r, float *x) {
     x[0] = r.a.x; x[1] = r.a.y; x[2] = r.a.z; x[3] = r.a.w;
     x[4] = r.b.x; x[5] = r.b.y; x[6] = r.b.z; x[7] = r.b.w;
@@ -52,6 +94,11 @@ static __device__ __forceinline__ void kv_cvt8(const kv_raw8<__half> &r, float *
         x[2 * i] = f.x;
         x[2 * i + 1] = f.y;
     }
+}
+static __device__ __forceinline__ void kv_cvt8(const kv_raw8<kv_q8> &r, float *x) {
+    const float d = __half2float(r.d);
+#pragma unroll
+    for (int i = 0; i < 8; i++) x[i] = (float)(int8_t)(uint8_t)((i < 4 ? r.q.x : r.q.y) >> (8 * (i & 3))) * d;
 }
 
 #if RF_GPU_HIP
@@ -123,7 +170,7 @@ static __device__ __forceinline__ void dec_rope8(float *x, int d0, int lane, int
     }
 }
 
-static int bad_kv_type(uint32_t t) { return t != RF_TYPE_F32 && t != RF_TYPE_F16; }
+static int bad_kv_type(uint32_t t) { return t != RF_TYPE_F32 && t != RF_TYPE_F16 && t != RF_TYPE_Q8_0; }
 static int invalid_value(void) {
 #if RF_GPU_HIP
     return (int)hipErrorInvalidValue;
@@ -238,8 +285,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     constexpr bool fr = RK && VEC; /* an instance of its own: the plain kernel stays as it was */
     const bool own = fr && pb < pe_all && pe_all == n_pos;
     const int pe = own ? pe_all - 1 : pe_all;
-    const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
-    const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
+    const int64_t rb = kv_fmt<T>::row_bytes(kv_dim); /* row r of a cache starts r * rb bytes in */
+    const int soff = kv_fmt<T>::scale_off(kv_dim, g * hd + d0);
+    const char *kbase = kv_at<T>(a.k_cache, 0, kv_dim, g * hd + d0);
+    const char *vbase = kv_at<T>(a.v_cache, 0, kv_dim, g * hd + d0);
     __shared__ float rope_cs[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1], rope_sn[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1];
     if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
     /* the first slots (block table: written before the step) and the rotation table (position:
@@ -252,8 +301,8 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
      * the plain instance: there the prefetch raised registers 96 -> 109, fewer blocks and splits
      * fit, and 7B Q4_K_M at 32k positions fell 160 -> 147 t/s. */
     if (fr && pb + warp * ws + lane < pe) {
-        dec_prefetch_l2((const T *)a.k_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
-        dec_prefetch_l2((const T *)a.v_cache + (int64_t)slot_next * kv_dim + (int64_t)g * hd, hd * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.k_cache, slot_next, kv_dim, g * hd), hd * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.v_cache, slot_next, kv_dim, g * hd), hd * (int)sizeof(T));
     }
     if (fr)
         for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
@@ -284,7 +333,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
      * below): k_new rotated, both rows rounded to the cache's type and stored at slot[t], then one
      * online-softmax step of sub-group 0 with them (the other sub-groups only help the shuffles).
      * Before the loop, so that nothing of it stays live in registers through the loop. */
-    if (own && warp == nw - 1) { /* warp-uniform */
+    if constexpr (fr) if (own && warp == nw - 1) { /* warp-uniform */
         float k8[8], v8[8];
         const float *kn = a.k_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
         const float *vn = a.v_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
@@ -336,15 +385,17 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
                     kv_zero8(kr[u]);
                     kv_zero8(vr[u]);
                     if (ok[u] && d0 < hd) {
-                        kv_load8(kr[u], kbase + (int64_t)sl * kv_dim);
-                        kv_load8(vr[u], vbase + (int64_t)sl * kv_dim);
+                        kv_load8(kr[u], kbase + (int64_t)sl * rb, soff);
+                        kv_load8(vr[u], vbase + (int64_t)sl * rb, soff);
                     }
                 } else {
 #pragma unroll
                     for (int e = 0; e < 8; e++) {
                         const bool in = ok[u] && d0 + e < hd;
-                        kx[VEC ? 0 : u][e] = in ? kv_ld1(kbase + (int64_t)sl * kv_dim + e) : 0.0f;
-                        vx[VEC ? 0 : u][e] = in ? kv_ld1(vbase + (int64_t)sl * kv_dim + e) : 0.0f;
+                        const int64_t o = (int64_t)sl * rb + e * (int)sizeof(T);
+                        const int so = kv_fmt<T>::scale_off(kv_dim, g * hd + d0 + e);
+                        kx[VEC ? 0 : u][e] = in ? kv_ld1<T>(kbase + o, so) : 0.0f;
+                        vx[VEC ? 0 : u][e] = in ? kv_ld1<T>(vbase + o, so) : 0.0f;
                     }
                 }
             }
@@ -614,6 +665,7 @@ static int dec_resident_gb(int gb, int hd) {
 }
 
 static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
+    if (kv_type == RF_TYPE_Q8_0) return dec_resident_gb<kv_q8, false>(gb, hd); /* no rope-fused instance */
     if (kv_type == RF_TYPE_F16) return rk ? dec_resident_gb<__half, true>(gb, hd) : dec_resident_gb<__half, false>(gb, hd);
     return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
@@ -645,12 +697,14 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
     const int lp = dec_lp(a->head_dim);
     void (*fn)(rf_gpu_attn_args, int, float *, int *) =
         !vec       ? attn_dec_kernel<T, GB, false, 32, false>
-        : a->k_new ? (lp == 8 ? attn_dec_kernel<T, GB, true, 8, true>
-                      : lp == 16 ? attn_dec_kernel<T, GB, true, 16, true>
-                                 : attn_dec_kernel<T, GB, true, 32, true>)
         : lp == 8  ? attn_dec_kernel<T, GB, true, 8, false>
         : lp == 16 ? attn_dec_kernel<T, GB, true, 16, false>
                    : attn_dec_kernel<T, GB, true, 32, false>;
+    if constexpr (!kv_fmt<T>::Q8)
+        if (a->k_new)
+            fn = lp == 8    ? attn_dec_kernel<T, GB, true, 8, true>
+                 : lp == 16 ? attn_dec_kernel<T, GB, true, 16, true>
+                            : attn_dec_kernel<T, GB, true, 32, true>;
     gpuError_t err;
     RF_LAUNCH_PDL(err, fn, grid, dim3(DEC_THREADS), smem, st, *a, n_chunks, part, counters);
     return (int)err;
@@ -679,7 +733,7 @@ extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head,
 extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new,
                                           const float *v_new, int n_split, int n_sm) {
     const int hd = a->head_dim;
-    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->kv_type == RF_TYPE_Q8_0 || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
@@ -702,6 +756,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     if (n_split > 4096) n_split = 4096; /* the combine kernel keeps n_split weights in shared memory */
     gpuStream_t st = (gpuStream_t)stream;
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
+    /* q8_0: head_dim % 32 == 0 and 16-byte aligned caches (kv_format.h's rows): vector loads only */
+    if (a->kv_type == RF_TYPE_Q8_0 && (!vec || a->head_dim % 32)) return invalid_value();
     /* one launch (the last split block of each group combines) where the counters and one
      * thread's loop over the splits suffice; else a combine kernel */
     const bool fused = rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
@@ -709,8 +765,9 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
     float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
-    int rc = a->kv_type == RF_TYPE_F16 ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
-                                       : dec_launch_t<float>(st, a, n_split, part, counters, vec);
+    int rc = a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
+             : a->kv_type == RF_TYPE_Q8_0 ? dec_launch_t<kv_q8>(st, a, n_split, part, counters, vec)
+                                          : dec_launch_t<float>(st, a, n_split, part, counters, vec);
     if (rc || fused) return rc;
     attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
         part, n_split, a->head_dim, a->out);
@@ -785,9 +842,10 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_at
             for (int i = threadIdx.x; i < ATT_BK * hd; i += blockDim.x) {
                 const int j = i / hd, d = i % hd, p = p0 + j;
                 if (p <= maxp) {
-                    const int64_t off = att_slot(bt, a.block_size, p) * kv_dim + (int64_t)g * hd + d;
-                    k_s[j * (hd + 1) + d] = kv_ld1((const T *)a.k_cache + off);
-                    v_s[j * hd + d] = kv_ld1((const T *)a.v_cache + off);
+                    const int64_t sl = att_slot(bt, a.block_size, p);
+                    const int so = kv_fmt<T>::scale_off(kv_dim, g * hd + d);
+                    k_s[j * (hd + 1) + d] = kv_ld1<T>(kv_at<T>(a.k_cache, sl, kv_dim, g * hd + d), so);
+                    v_s[j * hd + d] = kv_ld1<T>(kv_at<T>(a.v_cache, sl, kv_dim, g * hd + d), so);
                 }
             }
             if (threadIdx.x < ATT_BQ) {
@@ -895,10 +953,16 @@ static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint3
 }
 static __device__ __forceinline__ uint32_t fa_ld32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
 /* Eight cache elements as eight f16 (four words, element pairs low half first): an f16 cache as
- * stored, an f32 one rounded to nearest (the same values as fa_pack of the f32 elements). */
+ * stored, an f32 one rounded to nearest (the same values as fa_pack of the f32 elements), a q8_0
+ * one scaled in f32 and rounded to nearest. */
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<__half> &r) { return r.u; }
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<float> &r) {
     return make_uint4(fa_pack(r.a.x, r.a.y), fa_pack(r.a.z, r.a.w), fa_pack(r.b.x, r.b.y), fa_pack(r.b.z, r.b.w));
+}
+static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<kv_q8> &r) {
+    float x[8];
+    kv_cvt8(r, x);
+    return make_uint4(fa_pack(x[0], x[1]), fa_pack(x[2], x[3]), fa_pack(x[4], x[5]), fa_pack(x[6], x[7]));
 }
 
 template <int HD, typename T>
@@ -970,16 +1034,17 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
                 for (int i = 0; i < NK; i++) {
                     const int c = tid + i * 128, j = c / (HD / 8), d = (c % (HD / 8)) * 8;
                     const int64_t sl = slot_s[j];
-                    if (sl >= 0) kv_load8(kr[i], (const T *)a.k_cache + sl * kv_dim + g * HD + d);
+                    if (sl >= 0) kv_load8(kr[i], kv_at<T>(a.k_cache, sl, kv_dim, g * HD + d), kv_fmt<T>::scale_off(kv_dim, g * HD + d));
                     else kv_zero8(kr[i]);
                 }
 #pragma unroll
                 for (int i = 0; i < NV; i++) { /* lanes of a warp: 32 position pairs of one chunk */
                     const int c = tid + i * 128, jp = c % (FA_BC / 2), d = (c / (FA_BC / 2)) * 8;
                     const int64_t sa = slot_s[2 * jp], sb = slot_s[2 * jp + 1];
-                    if (sa >= 0) kv_load8(va[i], (const T *)a.v_cache + sa * kv_dim + g * HD + d);
+                    const int so = kv_fmt<T>::scale_off(kv_dim, g * HD + d);
+                    if (sa >= 0) kv_load8(va[i], kv_at<T>(a.v_cache, sa, kv_dim, g * HD + d), so);
                     else kv_zero8(va[i]);
-                    if (sb >= 0) kv_load8(vb[i], (const T *)a.v_cache + sb * kv_dim + g * HD + d);
+                    if (sb >= 0) kv_load8(vb[i], kv_at<T>(a.v_cache, sb, kv_dim, g * HD + d), so);
                     else kv_zero8(vb[i]);
                 }
 #pragma unroll
@@ -1137,8 +1202,10 @@ static int prefill_launch(gpuStream_t st, const rf_gpu_attn_args *a) {
 extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a) {
     if (a->n_tokens <= 0) return 0;
     if (bad_kv_type(a->kv_type)) return invalid_value();
-    return a->kv_type == RF_TYPE_F16 ? prefill_launch<__half>((gpuStream_t)stream, a)
-                                     : prefill_launch<float>((gpuStream_t)stream, a);
+    if (a->kv_type == RF_TYPE_Q8_0 && a->head_dim % 32) return invalid_value();
+    return a->kv_type == RF_TYPE_F16    ? prefill_launch<__half>((gpuStream_t)stream, a)
+           : a->kv_type == RF_TYPE_Q8_0 ? prefill_launch<kv_q8>((gpuStream_t)stream, a)
+                                        : prefill_launch<float>((gpuStream_t)stream, a);
 }
 
 #ifdef RF_PHASE_STAMPS

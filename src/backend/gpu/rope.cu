@@ -11,7 +11,7 @@
  *   v: [n_tokens][n_kv_head * head_dim]; k_cache, v_cache: [n_slots][n_kv_head * head_dim] of
  *   T (float, or __half written with __float2half_rn: round to nearest even, overflow to inf, NaN
  *   stays NaN, as the CPU's rf_fp32_to_fp16), row slot[t] receives token t's rotated k and its v
- *   (skipped when k_cache is NULL).
+ *   (skipped when k_cache is NULL; q8_0 caches are written by kv_store_q8_kernel after it).
  * Pair i (< n_rot/2) of every head is rotated by theta = pos[t] * freq_scale * base^(-2i/n_rot)
  * / freq_factors[i]: NORMAL pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2); dims >= n_rot pass
  * through. base^(-2i/n_rot) and sin/cos are evaluated in f64 and rounded to f32 (the CPU's
@@ -78,11 +78,54 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
     }
 }
 
+/* kv_store_q8_kernel: grid (n_tokens, ceil(kv_dim / KVQ_THREADS)), KVQ_THREADS threads (a
+ * multiple of 32: every aligned group of 32 lanes holds one block, for any warp size >= 32).
+ * Writes row slot[t] of the q8_0 caches (core/kv_format.h: codes at byte e, the binary16 scale of
+ * block b at byte kv_dim + 2b, rows of rb bytes) from k[t] and v[t] with rf_kv_write_row's f32
+ * operations in the same order (amax, d = amax / 127, its binary16 rounding, id = 1 / d,
+ * roundf(x * id) clamped to +-127; a block with a non-finite element or an overflowing scale: q = 0,
+ * d = NaN), so the bytes equal the CPU's. kv_dim % 32 == 0; the row's padding is not written
+ * (never read). A programmatic dependent launch: k and v come from the previous kernel. */
+#define KVQ_THREADS 256
+static __device__ __forceinline__ void kvq_block(float x, int e, int kv_dim, uint8_t *row) {
+    float amax = fabsf(x);
+    int bad = !(amax <= 3.402823466e38f); /* inf or NaN */
+    for (int off = 16; off > 0; off >>= 1) {
+        amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
+        bad |= RF_SHFL_XOR(bad, off);
+    }
+    const float dq = amax / 127.0f;
+    const __half dh = __float2half_rn(dq);
+    bad |= !(fabsf(__half2float(dh)) <= 65504.0f); /* the scale overflows binary16 */
+    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    const float r = roundf(x * id);
+    row[e] = bad ? (uint8_t)0 : (uint8_t)(int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+    if (e % 32 == 0) {
+        const unsigned short bits = bad ? (unsigned short)0x7e00u : __half_as_ushort(dh);
+        row[kv_dim + e / 16] = (uint8_t)(bits & 0xffu);
+        row[kv_dim + e / 16 + 1] = (uint8_t)(bits >> 8);
+    }
+}
+static __global__ void __launch_bounds__(KVQ_THREADS)
+    kv_store_q8_kernel(const int32_t *slot, int kv_dim, int64_t rb, const float *k, const float *v, uint8_t *k_cache,
+                       uint8_t *v_cache) {
+    const int t = blockIdx.x, e = blockIdx.y * blockDim.x + threadIdx.x;
+    rf_grid_dep_launch();
+    const int64_t row = (int64_t)slot[t] * rb; /* slot is the step's, not the previous kernel's */
+    rf_grid_dep_wait();
+    if (e >= kv_dim) return; /* whole groups of 32 (kv_dim % 32 == 0): no shuffle partner leaves */
+    kvq_block(k[(int64_t)t * kv_dim + e], e, kv_dim, k_cache + row);
+    kvq_block(v[(int64_t)t * kv_dim + e], e, kv_dim, v_cache + row);
+}
+
 extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot,
                                     const rf_rope *rope, int n_head, int n_kv_head, int head_dim, float *q, float *k,
                                     const float *v, void *k_cache, void *v_cache, uint32_t kv_type) {
     if (n_tokens <= 0) return 0;
-    if (rope->n_rot / 2 > ROPE_MAX_HALF || (kv_type != RF_TYPE_F32 && kv_type != RF_TYPE_F16)) {
+    const int kv_dim = n_kv_head * head_dim;
+    if (rope->n_rot / 2 > ROPE_MAX_HALF ||
+        (kv_type != RF_TYPE_F32 && kv_type != RF_TYPE_F16 && kv_type != RF_TYPE_Q8_0) ||
+        (kv_type == RF_TYPE_Q8_0 && kv_dim % 32)) {
 #if RF_GPU_HIP
         return (int)hipErrorInvalidValue;
 #else
@@ -91,6 +134,8 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
     }
     dim3 grid((unsigned)n_tokens, (unsigned)((n_head + n_kv_head + ROPE_HPB - 1) / ROPE_HPB));
     gpuError_t err;
+    /* q8_0: rotate only, then quantize the rotated k and v rows per 32 elements into the caches */
+    const bool q8 = kv_type == RF_TYPE_Q8_0;
     if (kv_type == RF_TYPE_F16) {
         void (*fn)(const int32_t *, const int32_t *, int, int, float, float, const float *, int, int, int, float *,
                    float *, const float *, __half *, __half *) = rope_store_kv_kernel<__half>;
@@ -101,8 +146,16 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
         void (*fn)(const int32_t *, const int32_t *, int, int, float, float, const float *, int, int, int, float *,
                    float *, const float *, float *, float *) = rope_store_kv_kernel<float>;
         RF_LAUNCH_PDL(err, fn, grid, dim3(256), 0, (gpuStream_t)stream, pos, slot, rope->mode, rope->n_rot, rope->base,
-                      rope->freq_scale, rope->freq_factors, n_head, n_kv_head, head_dim, q, k, v, (float *)k_cache,
-                      (float *)v_cache);
+                      rope->freq_scale, rope->freq_factors, n_head, n_kv_head, head_dim, q, k, v,
+                      q8 ? NULL : (float *)k_cache, q8 ? NULL : (float *)v_cache);
+    }
+    if (err == gpuSuccess && q8 && k_cache) {
+        void (*fq)(const int32_t *, int, int64_t, const float *, const float *, uint8_t *, uint8_t *) =
+            kv_store_q8_kernel;
+        const int64_t rb = ((int64_t)kv_dim + kv_dim / 16 + 15) & ~(int64_t)15; /* rf_kv_row_bytes */
+        dim3 gq((unsigned)n_tokens, (unsigned)((kv_dim + KVQ_THREADS - 1) / KVQ_THREADS));
+        RF_LAUNCH_PDL(err, fq, gq, dim3(KVQ_THREADS), 0, (gpuStream_t)stream, slot, kv_dim, rb, k, v,
+                      (uint8_t *)k_cache, (uint8_t *)v_cache);
     }
     return (int)err;
 }
