@@ -264,15 +264,16 @@ static void test_rope(void) {
         CHECK_CLOSE("rope k cache", gkc, rkc, (size_t)n_slots * kvd,
                     kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : 2e-3, 0);
         CHECK_CLOSE("rope v cache", gvc, rvc, (size_t)n_slots * kvd, 0, 0);
-        /* the store itself, byte for byte: the GPU's rows are the reference writer's rows of the
-         * GPU's own rotated k, and of v (edge values included); untouched rows keep the sentinel */
-        {
+        /* q8_0's store, byte for byte: the GPU's rows are the reference writer's rows of the GPU's
+         * own rotated k, and of v (edge values included); untouched rows keep the sentinel (the
+         * float formats are compared by value above: the NaN payloads of f16 differ) */
+        if (kvt == RF_TYPE_Q8_0) {
             void *want_k = malloc(kvb);
             memcpy(want_k, kc, kvb);
             for (int t = 0; t < n_tok; t++) rf_kv_write_row(kvt, gk + (size_t)t * kvd, kvd, (char *)want_k + slot[t] * rb);
             size_t bad_k = 0, bad_v = 0;
             for (int r = 0; r < n_slots; r++) {
-                const size_t used = kvt == RF_TYPE_Q8_0 ? (size_t)kvd + (size_t)kvd / 16 : rb; /* padding: not written */
+                const size_t used = (size_t)kvd + (size_t)kvd / 16; /* the padding is not written */
                 bad_k += memcmp((char *)want_k + r * rb, (char *)gkc_raw + r * rb, used) != 0;
                 bad_v += memcmp((char *)vc + r * rb, (char *)gvc_raw + r * rb, used) != 0;
             }

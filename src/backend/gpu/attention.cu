@@ -31,26 +31,25 @@ struct kv_q8 {
     int8_t q;
 };
 
-/* Row geometry of a cache of element type T (kv_format.h): the bytes of a row, and, from the
+/* Row geometry of a cache of element type T (kv_format.h): the bytes of a row (an int: a 32-bit
+ * factor keeps the row address one wide multiply-add), and, from the
  * address of element e of a row, the byte offset to the binary16 scale of e's block (q8_0; 0 for
  * the float formats, which have none). Q8 (fused rope store): whether the rope-fused decode
  * instance exists for T (its in-register store writes whole float elements). */
 template <typename T> struct kv_fmt {
     enum { Q8 = 0 };
-    static __host__ __device__ __forceinline__ int64_t row_bytes(int kv_dim) { return (int64_t)kv_dim * sizeof(T); }
+    static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return kv_dim * (int)sizeof(T); }
     static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return (void)kv_dim, (void)e, 0; }
 };
 template <> struct kv_fmt<kv_q8> {
     enum { Q8 = 1 };
-    static __host__ __device__ __forceinline__ int64_t row_bytes(int kv_dim) {
-        return ((int64_t)kv_dim + kv_dim / 16 + 15) & ~(int64_t)15;
-    }
+    static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return (kv_dim + kv_dim / 16 + 15) & ~15; }
     static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return kv_dim - e + (e / 32) * 2; }
 };
 /* Address of element e of row `slot` of a cache of T. */
 template <typename T>
 static __device__ __forceinline__ const char *kv_at(const void *cache, int64_t slot, int kv_dim, int e) {
-    return (const char *)cache + slot * kv_fmt<T>::row_bytes(kv_dim) + (int64_t)e * (int64_t)sizeof(T);
+    return (const char *)cache + slot * kv_fmt<T>::row_bytes(kv_dim) + e * (int)sizeof(T);
 }
 
 /* One cache element at p as f32 (exact for every format; soff: kv_fmt::scale_off of its element). */
@@ -219,6 +218,10 @@ static int invalid_value(void) {
 #ifndef DEC_U_SMALL
 #define DEC_U_SMALL 8
 #endif
+/* The same for q8_0 caches (half the bytes per load; -D to experiment). */
+#ifndef DEC_U_Q8
+#define DEC_U_Q8 DEC_U_SMALL
+#endif
 #define DEC_MAX_WARPS (DEC_THREADS / 32) /* the smallest warp size any target has is 32 */
 
 static size_t dec_smem(int hd, int gb) { return sizeof(float) * (size_t)DEC_MAX_WARPS * gb * (hd + 2); }
@@ -267,7 +270,7 @@ template <typename T, int GB, bool VEC, int LP, bool RK>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
     RF_STAMPS_BEGIN;
-    constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : DEC_U_SMALL;
+    constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : kv_fmt<T>::Q8 ? DEC_U_Q8 : DEC_U_SMALL;
     extern __shared__ float dsm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
     const int chunk = blockIdx.x % n_chunks, tg_ = blockIdx.x / n_chunks;
@@ -285,10 +288,12 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     constexpr bool fr = RK && VEC; /* an instance of its own: the plain kernel stays as it was */
     const bool own = fr && pb < pe_all && pe_all == n_pos;
     const int pe = own ? pe_all - 1 : pe_all;
-    const int64_t rb = kv_fmt<T>::row_bytes(kv_dim); /* row r of a cache starts r * rb bytes in */
+    /* row r of a cache starts r * rs elements of T in (kv_dim for the float formats: the same
+     * address arithmetic as before the q8_0 format, whose registers the loop is tuned to) */
+    const int rs = kv_fmt<T>::row_bytes(kv_dim) / (int)sizeof(T);
     const int soff = kv_fmt<T>::scale_off(kv_dim, g * hd + d0);
-    const char *kbase = kv_at<T>(a.k_cache, 0, kv_dim, g * hd + d0);
-    const char *vbase = kv_at<T>(a.v_cache, 0, kv_dim, g * hd + d0);
+    const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
+    const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
     __shared__ float rope_cs[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1], rope_sn[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1];
     if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
     /* the first slots (block table: written before the step) and the rotation table (position:
@@ -385,17 +390,17 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
                     kv_zero8(kr[u]);
                     kv_zero8(vr[u]);
                     if (ok[u] && d0 < hd) {
-                        kv_load8(kr[u], kbase + (int64_t)sl * rb, soff);
-                        kv_load8(vr[u], vbase + (int64_t)sl * rb, soff);
+                        kv_load8(kr[u], (const char *)(kbase + (int64_t)sl * rs), soff);
+                        kv_load8(vr[u], (const char *)(vbase + (int64_t)sl * rs), soff);
                     }
                 } else {
 #pragma unroll
                     for (int e = 0; e < 8; e++) {
                         const bool in = ok[u] && d0 + e < hd;
-                        const int64_t o = (int64_t)sl * rb + e * (int)sizeof(T);
+                        const int64_t o = (int64_t)sl * rs + e;
                         const int so = kv_fmt<T>::scale_off(kv_dim, g * hd + d0 + e);
-                        kx[VEC ? 0 : u][e] = in ? kv_ld1<T>(kbase + o, so) : 0.0f;
-                        vx[VEC ? 0 : u][e] = in ? kv_ld1<T>(vbase + o, so) : 0.0f;
+                        kx[VEC ? 0 : u][e] = in ? kv_ld1<T>((const char *)(kbase + o), so) : 0.0f;
+                        vx[VEC ? 0 : u][e] = in ? kv_ld1<T>((const char *)(vbase + o), so) : 0.0f;
                     }
                 }
             }
