@@ -34,8 +34,7 @@ struct kv_q8 {
 /* Row geometry of a cache of element type T (kv_format.h): the bytes of a row (an int: a 32-bit
  * factor keeps the row address one wide multiply-add), and, from the
  * address of element e of a row, the byte offset to the binary16 scale of e's block (q8_0; 0 for
- * the float formats, which have none). Q8 (fused rope store): whether the rope-fused decode
- * instance exists for T (its in-register store writes whole float elements). */
+ * the float formats, which have none). Q8: whether T is the q8_0 format. */
 template <typename T> struct kv_fmt {
     enum { Q8 = 0 };
     static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return kv_dim * (int)sizeof(T); }
@@ -113,7 +112,8 @@ static __device__ __forceinline__ void kv_cvt8(const kv_raw8<kv_q8> &r, float *x
 #else
 #define ATT_SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #endif
-/* Eight f32 values in the cache's form (f16: rounded to nearest even, as rope.cu stores them). */
+/* Eight f32 values in the cache's form (f16: rounded to nearest even, as rope.cu stores them;
+ * q8_0: below). */
 static __device__ __forceinline__ void kv_pack8(kv_raw8<float> &r, const float *x) {
     r.a = make_float4(x[0], x[1], x[2], x[3]);
     r.b = make_float4(x[4], x[5], x[6], x[7]);
@@ -132,6 +132,44 @@ static __device__ __forceinline__ void kv_store8(float *p, const kv_raw8<float> 
     ((float4 *)p)[1] = r.b;
 }
 static __device__ __forceinline__ void kv_store8(__half *p, const kv_raw8<__half> &r) { *(uint4 *)p = r.u; }
+/* q8_0: the 32 elements of a block are held by 4 consecutive lanes (8 each, the first lane's index
+ * a multiple of 4), all of the warp calling together; the block's codes and scale are computed as
+ * rope.cu's kv_store_q8_kernel and rf_kv_write_row compute them (amax, d = amax / 127, binary16
+ * d, id = 1 / d, roundf(x * id) clamped; non-finite element or overflowing scale: q = 0, d = NaN). */
+static __device__ __forceinline__ void kv_pack8(kv_raw8<kv_q8> &r, const float *x) {
+    float amax = 0.0f;
+    int bad = 0;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        amax = fmaxf(amax, fabsf(x[e]));
+        bad |= !(fabsf(x[e]) <= 3.402823466e38f);
+    }
+    for (int off = 1; off < 4; off <<= 1) {
+        amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
+        bad |= RF_SHFL_XOR(bad, off);
+    }
+    const float dq = amax / 127.0f;
+    const __half dh = __float2half_rn(dq);
+    bad |= !(fabsf(__half2float(dh)) <= 65504.0f);
+    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float q = roundf(x[e] * id);
+        const uint32_t b = (uint32_t)(uint8_t)(int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : (int)q);
+        w[e / 4] |= bad ? 0u : b << (8 * (e % 4));
+    }
+    r.q = make_uint2(w[0], w[1]);
+    r.d = bad ? __ushort_as_half((unsigned short)0x7e00u) : dh;
+}
+/* Stores a packed row piece at p (soff: its scale's offset, kv_fmt::scale_off); q8_0: the block's
+ * scale by its first lane only (scale_lane). */
+static __device__ __forceinline__ void kv_store8(char *p, int, const kv_raw8<float> &r, bool) { kv_store8((float *)p, r); }
+static __device__ __forceinline__ void kv_store8(char *p, int, const kv_raw8<__half> &r, bool) { kv_store8((__half *)p, r); }
+static __device__ __forceinline__ void kv_store8(char *p, int soff, const kv_raw8<kv_q8> &r, bool scale_lane) {
+    *(uint2 *)p = r.q;
+    if (scale_lane) *(__half *)(p + soff) = r.d;
+}
 
 /* q . k over a row held by LP lanes, eight dims each: the lane's part, then xor-shuffles over
  * offsets LP / 2 .. 1 (every lane of the warp calls it; each ends with the whole dot). */
@@ -346,7 +384,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
      * below): k_new rotated, both rows rounded to the cache's type and stored at slot[t], then one
      * online-softmax step of sub-group 0 with them (the other sub-groups only help the shuffles).
      * Before the loop, so that nothing of it stays live in registers through the loop. */
-    if constexpr (fr) if (own && warp == nw - 1) { /* warp-uniform */
+    if (own && warp == nw - 1) { /* warp-uniform */
         float k8[8], v8[8];
         const float *kn = a.k_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
         const float *vn = a.v_new + (int64_t)t * kv_dim + (int64_t)g * hd + d0;
@@ -362,9 +400,9 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         kv_cvt8(kr, k8);
         kv_cvt8(vr, v8);
         if (sg == 0 && d0 < hd && chunk == 0) { /* every head chunk of the group computes the row */
-            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * hd + d0;
-            kv_store8((T *)a.k_cache + row, kr);
-            kv_store8((T *)a.v_cache + row, vr);
+            const int64_t row = (int64_t)a.slot[t] * rs + (int64_t)g * hd + d0;
+            kv_store8((char *)((T *)a.k_cache + row), soff, kr, li % 4 == 0);
+            kv_store8((char *)((T *)a.v_cache + row), soff, vr, li % 4 == 0);
         }
 #pragma unroll
         for (int j = 0; j < GB; j++) {
@@ -678,7 +716,7 @@ static int dec_resident_gb(int gb, int hd) {
 }
 
 static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
-    if (kv_type == RF_TYPE_Q8_0) return dec_resident_gb<kv_q8, false>(gb, hd); /* no rope-fused instance */
+    if (kv_type == RF_TYPE_Q8_0) return rk ? dec_resident_gb<kv_q8, true>(gb, hd) : dec_resident_gb<kv_q8, false>(gb, hd);
     if (kv_type == RF_TYPE_F16) return rk ? dec_resident_gb<__half, true>(gb, hd) : dec_resident_gb<__half, false>(gb, hd);
     return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
@@ -710,14 +748,12 @@ static int dec_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, fl
     const int lp = dec_lp(a->head_dim);
     void (*fn)(rf_gpu_attn_args, int, float *, int *) =
         !vec       ? attn_dec_kernel<T, GB, false, 32, false>
+        : a->k_new ? (lp == 8 ? attn_dec_kernel<T, GB, true, 8, true>
+                      : lp == 16 ? attn_dec_kernel<T, GB, true, 16, true>
+                                 : attn_dec_kernel<T, GB, true, 32, true>)
         : lp == 8  ? attn_dec_kernel<T, GB, true, 8, false>
         : lp == 16 ? attn_dec_kernel<T, GB, true, 16, false>
                    : attn_dec_kernel<T, GB, true, 32, false>;
-    if constexpr (!kv_fmt<T>::Q8)
-        if (a->k_new)
-            fn = lp == 8    ? attn_dec_kernel<T, GB, true, 8, true>
-                 : lp == 16 ? attn_dec_kernel<T, GB, true, 16, true>
-                            : attn_dec_kernel<T, GB, true, 32, true>;
     gpuError_t err;
     RF_LAUNCH_PDL(err, fn, grid, dim3(DEC_THREADS), smem, st, *a, n_chunks, part, counters);
     return (int)err;
@@ -746,9 +782,10 @@ extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head,
 extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new,
                                           const float *v_new, int n_split, int n_sm) {
     const int hd = a->head_dim;
-    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->kv_type == RF_TYPE_Q8_0 || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
+    if (a->kv_type == RF_TYPE_Q8_0 && hd % 32) return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
     const int n_rot = rope->n_rot;
     if (n_rot <= 0 || n_rot > hd || n_rot % 2 || (rope->mode == RF_ROPE_NEOX && n_rot % 16)) return 0;

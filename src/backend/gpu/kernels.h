@@ -42,7 +42,7 @@ int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const i
 /* k_cache / v_cache: one layer, [n_slots] rows of n_kv_head * head_dim elements in the row format
  * of kv_type (RF_TYPE_F32, RF_TYPE_F16, or RF_TYPE_Q8_0 with head_dim % 32 == 0 and 16-byte
  * aligned caches; backend.h's layout, core/kv_format.h). The launchers return an invalid-value
- * error for another type. The rope-fused decode (k_new below) takes f32 and f16 caches only. */
+ * error for another type. */
 typedef struct {
     int n_tokens, n_head, n_kv_head, head_dim;
     float scale;
