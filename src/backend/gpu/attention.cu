@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
+#include "kv_q8.cuh"
 #include "rope_device.cuh"
 #include "phase_stamps.cuh"
 
@@ -142,25 +143,18 @@ static __device__ __forceinline__ void kv_pack8(kv_raw8<kv_q8> &r, const float *
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         amax = fmaxf(amax, fabsf(x[e]));
-        bad |= !(fabsf(x[e]) <= 3.402823466e38f);
+        bad |= kvq_nonfinite(x[e]);
     }
     for (int off = 1; off < 4; off <<= 1) {
         amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
         bad |= RF_SHFL_XOR(bad, off);
     }
-    const float dq = amax / 127.0f;
-    const __half dh = __float2half_rn(dq);
-    bad |= !(fabsf(__half2float(dh)) <= 65504.0f);
-    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    const kvq_scale sc = kvq_scale_of(amax, bad);
     uint32_t w[2] = {0u, 0u};
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-        const float q = roundf(x[e] * id);
-        const uint32_t b = (uint32_t)(uint8_t)(int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : (int)q);
-        w[e / 4] |= bad ? 0u : b << (8 * (e % 4));
-    }
+    for (int e = 0; e < 8; e++) w[e / 4] |= (uint32_t)kvq_code(x[e], sc) << (8 * (e % 4));
     r.q = make_uint2(w[0], w[1]);
-    r.d = bad ? __ushort_as_half((unsigned short)0x7e00u) : dh;
+    r.d = __ushort_as_half(sc.bits);
 }
 /* Stores a packed row piece at p (soff: its scale's offset, kv_fmt::scale_off); q8_0: the block's
  * scale by its first lane only (scale_lane). */

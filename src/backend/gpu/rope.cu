@@ -3,6 +3,7 @@
 #include "core/dtype.h"
 #include "gpu_port.h"
 #include "kernels.h"
+#include "kv_q8.cuh"
 #include "rope_device.cuh"
 
 /* rope_store_kv_kernel: grid (n_tokens, ceil((n_head + n_kv_head) / ROPE_HPB)); block (t, y)
@@ -89,21 +90,16 @@ static __global__ void rope_store_kv_kernel(const int32_t *pos, const int32_t *s
 #define KVQ_THREADS 256
 static __device__ __forceinline__ void kvq_block(float x, int e, int kv_dim, uint8_t *row) {
     float amax = fabsf(x);
-    int bad = !(amax <= 3.402823466e38f); /* inf or NaN */
+    int bad = kvq_nonfinite(x);
     for (int off = 16; off > 0; off >>= 1) {
         amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
         bad |= RF_SHFL_XOR(bad, off);
     }
-    const float dq = amax / 127.0f;
-    const __half dh = __float2half_rn(dq);
-    bad |= !(fabsf(__half2float(dh)) <= 65504.0f); /* the scale overflows binary16 */
-    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
-    const float r = roundf(x * id);
-    row[e] = bad ? (uint8_t)0 : (uint8_t)(int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+    const kvq_scale sc = kvq_scale_of(amax, bad);
+    row[e] = kvq_code(x, sc);
     if (e % 32 == 0) {
-        const unsigned short bits = bad ? (unsigned short)0x7e00u : __half_as_ushort(dh);
-        row[kv_dim + e / 16] = (uint8_t)(bits & 0xffu);
-        row[kv_dim + e / 16 + 1] = (uint8_t)(bits >> 8);
+        row[kv_dim + e / 16] = (uint8_t)(sc.bits & 0xffu);
+        row[kv_dim + e / 16 + 1] = (uint8_t)(sc.bits >> 8);
     }
 }
 static __global__ void __launch_bounds__(KVQ_THREADS)
