@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
 #include "test.h"
 
@@ -70,4 +71,19 @@ void *test_kv_pack(const float *src, uint32_t kv_type, size_t n) {
         else ((float *)d)[i] = src[i];
     }
     return d;
+}
+
+void *test_kv_pack_rows(const float *src, uint32_t kv_type, size_t n_rows, size_t kv_dim) {
+    const size_t rb = rf_kv_row_bytes(kv_type, (int64_t)kv_dim);
+    char *d = malloc(n_rows * rb);
+    for (size_t r = 0; r < n_rows; r++) rf_kv_write_row(kv_type, src + r * kv_dim, (int64_t)kv_dim, d + r * rb);
+    return d;
+}
+
+float *test_kv_unpack_rows(const void *cache, uint32_t kv_type, size_t n_rows, size_t kv_dim) {
+    const size_t rb = rf_kv_row_bytes(kv_type, (int64_t)kv_dim);
+    float *f = malloc(sizeof(float) * n_rows * kv_dim);
+    for (size_t r = 0; r < n_rows; r++)
+        rf_kv_read_row(kv_type, (const char *)cache + r * rb, (int64_t)kv_dim, 0, (int64_t)kv_dim, f + r * kv_dim);
+    return f;
 }

@@ -26,5 +26,11 @@ size_t test_paged_kv_slot(const test_paged_kv *c, int s, int p);
 /* n floats as a cache of type kv_type stores them (F32 copied, F16 rounded; NaN stays NaN);
  * malloc'ed. */
 void *test_kv_pack(const float *src, uint32_t kv_type, size_t n);
+/* n_rows rows of kv_dim floats as a cache of type kv_type stores them, row r at r *
+ * rf_kv_row_bytes (core/kv_format.h; written by rf_kv_write_row: f32 and f16 as test_kv_pack,
+ * q8_0 with kv_dim % 32 == 0, a block with a NaN becomes a NaN block); malloc'ed. */
+void *test_kv_pack_rows(const float *src, uint32_t kv_type, size_t n_rows, size_t kv_dim);
+/* The values the reference reads back from such a cache, as f32 rows (malloc'ed). */
+float *test_kv_unpack_rows(const void *cache, uint32_t kv_type, size_t n_rows, size_t kv_dim);
 
 #endif
