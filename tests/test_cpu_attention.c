@@ -23,7 +23,8 @@
  * score is ~1e-4 absolute, which moves weights by ~1e-4 relative: there the bounds are 1e-3.
  * The vectorized exp of each level: at most 2 ulp from libm expf over [-104, 89] and exact
  * special values; each level's swiglu within 4 ulp of cpu_swiglu, special values as it gives them.
- * RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level. */
+ * RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level and cache type, and one
+ * decode step at depths 512 and 4096. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +356,49 @@ static void time_prompt(int n, uint32_t kvt) {
     free(bt);
 }
 
+/* One decode step (a token at position depth) through 16 layers of the 1B model's attention
+ * (32 heads / 8 KV heads, hd 64), each layer its own cache (16 x 2 x (depth + 1) rows: larger
+ * than the caches at depth 4096, as in a real decode), one thread, best of 5. */
+static void time_decode(int depth, uint32_t kvt) {
+    enum { NL = 16 };
+    const int n_head = 32, n_kv = 8, hd = 64, bsz = 32, mb = depth / bsz + 1;
+    const size_t kvd = (size_t)n_kv * hd, rows = (size_t)mb * bsz;
+    float *kc = malloc(4 * rows * kvd), *vc = malloc(4 * rows * kvd), q[2048], out[2048];
+    fill(kc, rows * kvd, -1, 1);
+    fill(vc, rows * kvd, -1, 1);
+    fill(q, 2048, -2, 2);
+    void *K[NL], *V[NL];
+    for (int l = 0; l < NL; l++) {
+        K[l] = test_kv_pack_rows(kc, kvt, rows, kvd);
+        V[l] = test_kv_pack_rows(vc, kvt, rows, kvd);
+    }
+    int32_t pos = depth, seq = 0, *bt = malloc(4 * (size_t)mb);
+    for (int i = 0; i < mb; i++) bt[i] = i;
+    rf_step st = {.n_tokens = 1, .n_seq_rows = 1, .max_blocks = mb, .block_size = bsz, .max_pos = depth, .pos = &pos,
+                  .seq_row = &seq, .block_table = bt};
+    rf_attn_dims dims = {n_head, n_kv, hd, 0.125f, kvt};
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (!k) continue;
+        double best = 1e9;
+        for (int rep = 0; rep < 5; rep++) {
+            const double t0 = now_s();
+            for (int l = 0; l < NL; l++) k->attention(&st, &dims, q, K[l], V[l], out, 0, n_head);
+            best = fmin(best, now_s() - t0);
+        }
+        const double bytes = 2.0 * NL * (depth + 1) * (double)rf_kv_row_bytes(kvt, (int64_t)kvd);
+        printf("decode at depth %d kv %s %s: %.2f ms per token for 16 layers (1 thread, best of 5), %.1f GB/s of K/V\n",
+               depth, rf_kv_type_name(kvt), rf_isa_name((rf_isa)isa), best * 1e3, bytes / best * 1e-9);
+    }
+    for (int l = 0; l < NL; l++) {
+        free(K[l]);
+        free(V[l]);
+    }
+    free(kc);
+    free(vc);
+    free(bt);
+}
+
 int main(void) {
     verbose = getenv("RF_TEST_VERBOSE") != NULL;
     int n_levels = 0;
@@ -377,6 +421,8 @@ int main(void) {
             time_prompt(64, kvts[t]);
             time_prompt(512, kvts[t]);
         }
+        for (int depth = 512; depth <= 4096; depth *= 8)
+            for (int t = 0; t < 3; t++) time_decode(depth, kvts[t]);
     }
     return test_finish();
 }
