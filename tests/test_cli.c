@@ -74,11 +74,20 @@ int main(void) {
     snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);
     int rc = run(args);
     CHECK(rc == 1 && strstr(err_buf, "rocmforge: ") && !strstr(out_buf, " "), "GPU asked for: error, no CPU run (%d, %s)", rc, err_buf);
-    /* K/V cache type flags (-ctk / -ctv, as llama.cpp): f16 and f32 only, K and V alike */
-    snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0", stories);
-    bad(args, "cache type 'q8_0' for -ctk is not supported");
+    /* K/V cache type flags (-ctk / -ctv, as llama.cpp): f16, f32 and q8_0, K and V alike; q8_0
+     * needs head_dim % 32 == 0 (stories260K: 8) */
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q4_0", stories);
+    bad(args, "cache type 'q4_0' for -ctk is not supported: use f16, f32 or q8_0");
     snprintf(args, sizeof args, "run -m %s -p hi --cache-type-v bf16", stories);
-    bad(args, "cache type 'bf16' for -ctv is not supported");
+    bad(args, "cache type 'bf16' for -ctv is not supported: use f16, f32 or q8_0");
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0", stories);
+    bad(args, "needs head_dim a multiple of 32 (this model: 8)");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 -ctk q8_0 -ctv q8_0", stories);
+    bad(args, "head_dim");
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0 -ctv f16", stories);
+    bad(args, "-ctk q8_0 and -ctv f16 differ");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 -ctk f16 -ctv q8_0", stories);
+    bad(args, "must have the same type");
     snprintf(args, sizeof args, "run -m %s -p hi -ctk f16 -ctv f32", stories);
     bad(args, "must have the same type");
     snprintf(args, sizeof args, "perplexity -m %s -p hi -ctk f32 --cache-type-v f16", stories);
@@ -94,6 +103,22 @@ int main(void) {
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctv f32", stories);
     CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|    f32 |    f32 |"),
           "bench -ctv f32: %s %s", out_buf, err_buf);
+    /* q8_0 on a model with head_dim 64: run, bench (its columns) and perplexity take it */
+    const char *tiny = test_shared("models/tiny-llama-f32.gguf");
+    if (test_file_exists(tiny)) {
+        snprintf(args, sizeof args, "run -m %s -p hi -n 4 --temp 0 --device cpu -ctk q8_0", tiny);
+        CHECK(run(args) == 0, "run -ctk q8_0: %s", err_buf);
+        snprintf(args, sizeof args, "run -m %s -p hi -n 4 --temp 0 --device cpu --cache-type-k q8_0 --cache-type-v q8_0", tiny);
+        CHECK(run(args) == 0, "run --cache-type-k q8_0 --cache-type-v q8_0: %s", err_buf);
+        snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctk q8_0 -ctv q8_0", tiny);
+        CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|   q8_0 |   q8_0 |") &&
+                  strstr(out_buf, "tg4"),
+              "bench -ctk q8_0 -ctv q8_0: %s %s", out_buf, err_buf);
+        snprintf(args, sizeof args, "perplexity -m %s -p 'Once upon a time' -ctv q8_0", tiny);
+        CHECK(run(args) == 0 && strstr(out_buf, "perplexity: "), "perplexity -ctv q8_0: %s", err_buf);
+    } else {
+        SKIP("tiny-llama-f32.gguf missing: q8_0 cache runs");
+    }
     bad("info -m /etc/passwd", "GGUF");
     snprintf(args, sizeof args, "run -m %s -p hi", vocab);
     bad(args, "");

@@ -1,14 +1,20 @@
 /* The SIMD attention levels (attention_simd.h) against the scalar reference cpu_attention, at
  * every level this CPU has (a level it lacks is a SKIP): random q/K/V over head_dim 64, 80, 96,
  * 128, 40, 36 (not a multiple of 8: the AVX2 level hands it to the reference, AVX-512 masks),
- * visible lengths 1, 7, 33, 200, 1000, GQA groups 1, 4, 8, f32 and f16 caches, two sequences in
+ * visible lengths 1, 7, 33, 200, 1000, GQA groups 1, 4, 8, f32, f16 and q8_0 caches (q8_0 at
+ * head_dim 32, 64, 96, 128: it needs a multiple of 32), two sequences in
  * a paged cache with shuffled blocks of 32, 16 or 7 slots (unwritten slots hold NaN, so a read of
  * one shows), causal prompts (every position of a sequence in the batch) and decode-like tails,
  * the rows cut into 1-3 ranges at random places (as the thread split does, GQA groups cut too;
  * the result must be bit-identical to one uncut call).
  * Edge cases: a GQA group of 80 heads (split: the kernel takes 64 queries at once), scores
  * around 1e3 (exp without the max subtracted would overflow), a position whose score is -inf,
- * NaN in q (that row all NaN), NaN in V (that dimension NaN).
+ * NaN in q (that row all NaN), NaN in V (that dimension NaN; with q8_0 the 32 of its block, and
+ * the -inf in K makes its block NaN: q8_0 stores a block with a non-finite element as NaN).
+ * q8_0 also exactly: a q8_0 cache's element reads as code times scale, exact in f32, so the
+ * reference over it must equal, bit for bit, the reference over an f32 cache holding those
+ * dequantized values (test_kv_unpack), and each SIMD level over it its own f32 path over
+ * that cache (the same vectors, the same arithmetic in the same order).
  *
  * Tolerance: with M = max |V| over the cache, every element |got - ref| <= 1e-5 * M, and over
  * the whole output relative L2 <= 1e-5 (measured worst on random cases, printed with
@@ -17,7 +23,8 @@
  * score is ~1e-4 absolute, which moves weights by ~1e-4 relative: there the bounds are 1e-3.
  * The vectorized exp of each level: at most 2 ulp from libm expf over [-104, 89] and exact
  * special values; each level's swiglu within 4 ulp of cpu_swiglu, special values as it gives them.
- * RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level. */
+ * RF_TEST_VERBOSE=1 also times a 64- and a 512-token prompt per level and cache type, and one
+ * decode step at depths 512 and 4096. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@
 #include "backend/cpu/attention_simd.h"
 #include "backend/cpu/ops.h"
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "core/util.h"
 #include "paged_kv.h"
 #include "test.h"
@@ -34,6 +42,7 @@ enum { EDGE_NONE, EDGE_LARGE, EDGE_NEGINF, EDGE_NAN_Q, EDGE_NAN_V };
 static const char *edge_name[] = {"random", "large scores", "-inf score", "NaN in q", "NaN in V"};
 
 static double worst_abs[3], worst_l2[3]; /* per level, random cases only (scaled by M) */
+static double worst_q8_abs[3], worst_q8_l2[3]; /* the same, q8_0 caches only */
 static int verbose;
 
 static void fill(float *x, size_t n, float lo, float hi) {
@@ -63,7 +72,15 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
     }
     if (edge == EDGE_NAN_Q) q[(size_t)(n_tok - 1) * qd + (size_t)(n_head - 1) * hd + hd - 1] = NAN;
     if (edge == EDGE_NAN_V) vc[test_paged_kv_slot(&c, 0, 0) * kvd + 3] = NAN; /* sequence 0, position 0, dim 3 */
-    void *kcs = test_kv_pack(kc, kvt, n_slots * kvd), *vcs = test_kv_pack(vc, kvt, n_slots * kvd);
+    void *kcs = test_kv_pack(kc, kvt, n_slots, kvd), *vcs = test_kv_pack(vc, kvt, n_slots, kvd);
+    /* q8_0: the values the cache holds, as an f32 cache (vmax and the exact checks use them) */
+    float *kdq = NULL, *vdq = NULL;
+    if (kvt == RF_TYPE_Q8_0) {
+        kdq = malloc(sizeof(float) * n_slots * kvd);
+        vdq = malloc(sizeof(float) * n_slots * kvd);
+        test_kv_unpack(kcs, kvt, n_slots, kvd, kdq);
+        test_kv_unpack(vcs, kvt, n_slots, kvd, vdq);
+    }
     const size_t n_out = (size_t)n_tok * qd;
     float *ref = malloc(4 * n_out), *got = malloc(4 * n_out);
     rf_step st = {.n_tokens = n_tok, .n_seq_rows = n_seq, .max_blocks = max_blocks, .block_size = bsz,
@@ -71,12 +88,27 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
     rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
     const int64_t rows = (int64_t)n_tok * n_head;
     cpu_attention(&st, &dims, q, kcs, vcs, ref, 0, rows);
+    rf_attn_dims dims32 = dims;
+    dims32.kv_type = RF_TYPE_F32;
+    char what[200];
+    snprintf(what, sizeof what, "%s: heads %d/%d hd %d bsz %d len %d/%d tokens %d kv %s", edge_name[edge], n_head, n_kv,
+             hd, bsz, len[0], n_seq > 1 ? len[1] : 0, n_tok, rf_kv_type_name(kvt));
+    if (kdq && max_len <= 200) { /* the reference over q8_0 = over the dequantized values, exactly
+                                     (not at 1000 positions: the reference is the test's slow part) */
+        float *r32 = malloc(4 * n_out);
+        cpu_attention(&st, &dims32, q, kdq, vdq, r32, 0, rows);
+        size_t nd = 0;
+        for (size_t i = 0; i < n_out; i++) nd += !(r32[i] == ref[i] || (isnan(r32[i]) && isnan(ref[i])));
+        CHECK(nd == 0, "reference %s: %zu outputs differ from the reference over the dequantized f32 cache", what, nd);
+        free(r32);
+    }
+    const float *vval = vdq ? vdq : vc;
     double vmax = 0;
     for (int s = 0; s < n_seq; s++)
         for (int p = 0; p < len[s]; p++) {
             const size_t sl = test_paged_kv_slot(&c, s, p);
             for (size_t i = 0; i < kvd; i++)
-                if (!isnan(vc[sl * kvd + i])) vmax = fmax(vmax, fabs(vc[sl * kvd + i]));
+                if (!isnan(vval[sl * kvd + i])) vmax = fmax(vmax, fabs(vval[sl * kvd + i]));
         }
     const double tol = edge == EDGE_LARGE ? 1e-3 : 1e-5;
     for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
@@ -103,43 +135,50 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
             if (!(e <= tol * vmax) && n_bad++ == 0 && !n_nan_bad) first_bad = i;
         }
         const double l2 = den > 0 ? sqrt(num / den) : sqrt(num);
-        char what[200];
-        snprintf(what, sizeof what, "%s %s: heads %d/%d hd %d bsz %d len %d/%d tokens %d kv %s", rf_isa_name((rf_isa)isa),
-                 edge_name[edge], n_head, n_kv, hd, bsz, len[0], n_seq > 1 ? len[1] : 0, n_tok,
-                 kvt == RF_TYPE_F16 ? "f16" : "f32");
-        CHECK(n_nan_bad == 0 && n_bad == 0 && l2 <= tol, "%s: %zu NaN mismatches, %zu over %.0e * %.3g, rel L2 %.3g (first: [%zu] %.9g vs %.9g)",
-              what, n_nan_bad, n_bad, tol, vmax, l2, first_bad, got[first_bad], ref[first_bad]);
+        const char *isa_name = rf_isa_name((rf_isa)isa);
+        CHECK(n_nan_bad == 0 && n_bad == 0 && l2 <= tol, "%s %s: %zu NaN mismatches, %zu over %.0e * %.3g, rel L2 %.3g (first: [%zu] %.9g vs %.9g)",
+              isa_name, what, n_nan_bad, n_bad, tol, vmax, l2, first_bad, got[first_bad], ref[first_bad]);
         /* batch invariance: the same bits whatever the cut (each head's arithmetic does not
          * depend on the heads processed with it) */
         float *one = malloc(4 * n_out);
         k->attention(&st, &dims, q, kcs, vcs, one, 0, rows);
-        CHECK(!memcmp(one, got, 4 * n_out), "%s: result depends on how the rows were cut (%d parts)", what, n_parts);
+        CHECK(!memcmp(one, got, 4 * n_out), "%s %s: result depends on how the rows were cut (%d parts)", isa_name, what,
+              n_parts);
+        if (kdq) { /* this level over q8_0 = this level over the dequantized f32 cache, bit for bit */
+            k->attention(&st, &dims32, q, kdq, vdq, got, 0, rows);
+            CHECK(!memcmp(one, got, 4 * n_out), "%s %s: differs from the level's f32 path over the dequantized cache",
+                  isa_name, what);
+        }
         free(one);
         if (edge == EDGE_NONE) {
-            worst_abs[isa] = fmax(worst_abs[isa], vmax > 0 ? wabs / vmax : wabs);
-            worst_l2[isa] = fmax(worst_l2[isa], l2);
+            double *wa = kdq ? worst_q8_abs : worst_abs, *wl = kdq ? worst_q8_l2 : worst_l2;
+            wa[isa] = fmax(wa[isa], vmax > 0 ? wabs / vmax : wabs);
+            wl[isa] = fmax(wl[isa], l2);
         }
         if (edge == EDGE_LARGE) {
             size_t nf = 0;
             for (size_t i = 0; i < n_out; i++) nf += !isfinite(got[i]);
-            CHECK(nf == 0, "%s: %zu non-finite outputs", what, nf);
+            CHECK(nf == 0, "%s %s: %zu non-finite outputs", isa_name, what, nf);
         }
         if (edge == EDGE_NAN_Q) {
             size_t nn = 0;
             for (int i = 0; i < hd; i++) nn += isnan(got[n_out - (size_t)hd + (size_t)i]);
-            CHECK(nn == (size_t)hd, "%s: %zu of %d NaN in the row of the NaN query", what, nn, hd);
+            CHECK(nn == (size_t)hd, "%s %s: %zu of %d NaN in the row of the NaN query", isa_name, what, nn, hd);
         }
     }
     test_paged_kv_free(&c);
     free(q);
     free(kcs);
     free(vcs);
+    free(kdq);
+    free(vdq);
     free(ref);
     free(got);
 }
 
 static void test_random(void) {
-    static const int hds[] = {64, 80, 96, 128, 40, 36};
+    static const int hds[] = {64, 80, 96, 128, 40, 36, 32};
+    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
     static const int lens[] = {1, 7, 33, 200, 1000};
     static const int groups[] = {1, 4, 8};
     static const int bszs[] = {32, 16, 7};
@@ -147,28 +186,32 @@ static void test_random(void) {
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
         for (size_t b = 0; b < sizeof lens / sizeof lens[0]; b++)
             for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++)
-                for (int f16 = 0; f16 < 2; f16++, ci++) {
+                for (size_t t = 0; t < sizeof kvts / sizeof kvts[0]; t++) {
+                    /* q8_0 at the head_dims it takes; 32 (one block per head) for q8_0 only */
+                    if (kvts[t] == RF_TYPE_Q8_0 ? hds[a] % 32 != 0 : hds[a] == 32) continue;
+                    ci++;
                     const int L = lens[b];
                     /* sequence 0: a causal prompt up to 200 positions, else a tail of 5; sequence 1:
                      * about 2/3 as long, decode-like tail of up to 3 */
                     const int len[2] = {L, L * 2 / 3 > 0 ? L * 2 / 3 : 1};
                     const int tail[2] = {L <= 200 ? L : 5, len[1] < 3 ? len[1] : 3};
-                    run_case(2 * groups[c], 2, hds[a], bszs[ci % 3], len, tail, 2, f16 ? RF_TYPE_F16 : RF_TYPE_F32,
-                             EDGE_NONE);
+                    run_case(2 * groups[c], 2, hds[a], bszs[ci % 3], len, tail, 2, kvts[t], EDGE_NONE);
                 }
 }
 
 static void test_edges(void) {
-    for (int f16 = 0; f16 < 2; f16++) {
-        const uint32_t kvt = f16 ? RF_TYPE_F16 : RF_TYPE_F32;
+    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+    for (size_t t = 0; t < sizeof kvts / sizeof kvts[0]; t++) {
+        const uint32_t kvt = kvts[t];
+        const int hd_small = kvt == RF_TYPE_Q8_0 ? 32 : 40; /* q8_0: head_dim % 32 == 0 */
         { /* a GQA group of 80 heads: more than the kernel takes at once (64) */
             const int len[2] = {33, 20}, tail[2] = {33, 2};
-            run_case(80, 1, 40, 16, len, tail, 2, kvt, EDGE_NONE);
+            run_case(80, 1, hd_small, 16, len, tail, 2, kvt, EDGE_NONE);
         }
         for (int edge = EDGE_LARGE; edge <= EDGE_NAN_V; edge++) {
             const int len[2] = {45, 20}, tail[2] = {45, 2};
             run_case(8, 2, 64, 32, len, tail, 2, kvt, edge);
-            run_case(4, 4, 40, 16, len, tail, 2, kvt, edge);
+            run_case(4, 4, hd_small, 16, len, tail, 2, kvt, edge);
             const int len1[1] = {1000}, tail1[1] = {3};
             run_case(8, 1, 128, 32, len1, tail1, 1, kvt, edge);
         }
@@ -282,7 +325,7 @@ static void time_prompt(int n, uint32_t kvt) {
     float *kc = malloc(4 * (size_t)mb * bsz * kvd), *vc = malloc(4 * (size_t)mb * bsz * kvd);
     fill(kc, (size_t)mb * bsz * kvd, -1, 1);
     fill(vc, (size_t)mb * bsz * kvd, -1, 1);
-    void *kcs = test_kv_pack(kc, kvt, (size_t)mb * bsz * kvd), *vcs = test_kv_pack(vc, kvt, (size_t)mb * bsz * kvd);
+    void *kcs = test_kv_pack(kc, kvt, (size_t)mb * bsz, kvd), *vcs = test_kv_pack(vc, kvt, (size_t)mb * bsz, kvd);
     float *q = malloc(4 * (size_t)n * qd), *out = malloc(4 * (size_t)n * qd);
     fill(q, (size_t)n * qd, -2, 2);
     int32_t *pos = malloc(4 * (size_t)n), *seq = calloc((size_t)n, 4), *bt = malloc(4 * (size_t)mb);
@@ -301,7 +344,7 @@ static void time_prompt(int n, uint32_t kvt) {
             (k ? k->attention : cpu_attention)(&st, &dims, q, kcs, vcs, out, 0, (int64_t)n * n_head);
             best = fmin(best, now_s() - t0);
         }
-        printf("prompt %d kv %s %s: %.3f ms per layer (1 thread, best of %d)\n", n, kvt == RF_TYPE_F16 ? "f16" : "f32",
+        printf("prompt %d kv %s %s: %.3f ms per layer (1 thread, best of %d)\n", n, rf_kv_type_name(kvt),
                rf_isa_name((rf_isa)isa), best * 1e3, reps);
     }
     free(kc);
@@ -312,6 +355,49 @@ static void time_prompt(int n, uint32_t kvt) {
     free(out);
     free(pos);
     free(seq);
+    free(bt);
+}
+
+/* One decode step (a token at position depth) through 16 layers of the 1B model's attention
+ * (32 heads / 8 KV heads, hd 64), each layer its own cache (16 x 2 x (depth + 1) rows: larger
+ * than the caches at depth 4096, as in a real decode), one thread, best of 5. */
+static void time_decode(int depth, uint32_t kvt) {
+    enum { NL = 16 };
+    const int n_head = 32, n_kv = 8, hd = 64, bsz = 32, mb = depth / bsz + 1;
+    const size_t kvd = (size_t)n_kv * hd, rows = (size_t)mb * bsz;
+    float *kc = malloc(4 * rows * kvd), *vc = malloc(4 * rows * kvd), q[2048], out[2048];
+    fill(kc, rows * kvd, -1, 1);
+    fill(vc, rows * kvd, -1, 1);
+    fill(q, 2048, -2, 2);
+    void *K[NL], *V[NL];
+    for (int l = 0; l < NL; l++) {
+        K[l] = test_kv_pack(kc, kvt, rows, kvd);
+        V[l] = test_kv_pack(vc, kvt, rows, kvd);
+    }
+    int32_t pos = depth, seq = 0, *bt = malloc(4 * (size_t)mb);
+    for (int i = 0; i < mb; i++) bt[i] = i;
+    rf_step st = {.n_tokens = 1, .n_seq_rows = 1, .max_blocks = mb, .block_size = bsz, .max_pos = depth, .pos = &pos,
+                  .seq_row = &seq, .block_table = bt};
+    rf_attn_dims dims = {n_head, n_kv, hd, 0.125f, kvt};
+    for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++) {
+        const rf_attn_kernels *k = rf_attn_kernels_at((rf_isa)isa);
+        if (!k) continue;
+        double best = 1e9;
+        for (int rep = 0; rep < 5; rep++) {
+            const double t0 = now_s();
+            for (int l = 0; l < NL; l++) k->attention(&st, &dims, q, K[l], V[l], out, 0, n_head);
+            best = fmin(best, now_s() - t0);
+        }
+        const double bytes = 2.0 * NL * (depth + 1) * (double)rf_kv_row_bytes(kvt, (int64_t)kvd);
+        printf("decode at depth %d kv %s %s: %.2f ms per token for 16 layers (1 thread, best of 5), %.1f GB/s of K/V\n",
+               depth, rf_kv_type_name(kvt), rf_isa_name((rf_isa)isa), best * 1e3, bytes / best * 1e-9);
+    }
+    for (int l = 0; l < NL; l++) {
+        free(K[l]);
+        free(V[l]);
+    }
+    free(kc);
+    free(vc);
     free(bt);
 }
 
@@ -330,12 +416,15 @@ int main(void) {
     if (verbose) {
         for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++)
             if (rf_attn_kernels_at((rf_isa)isa))
-                printf("%s random cases: worst |err| / max|V| %.3g, worst rel L2 %.3g\n", rf_isa_name((rf_isa)isa),
-                       worst_abs[isa], worst_l2[isa]);
-        for (int f16 = 0; f16 < 2; f16++) {
-            time_prompt(64, f16 ? RF_TYPE_F16 : RF_TYPE_F32);
-            time_prompt(512, f16 ? RF_TYPE_F16 : RF_TYPE_F32);
+                printf("%s random cases: worst |err| / max|V| %.3g, worst rel L2 %.3g (q8_0 caches: %.3g, %.3g)\n",
+                       rf_isa_name((rf_isa)isa), worst_abs[isa], worst_l2[isa], worst_q8_abs[isa], worst_q8_l2[isa]);
+        const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+        for (int t = 0; t < 3; t++) {
+            time_prompt(64, kvts[t]);
+            time_prompt(512, kvts[t]);
         }
+        for (int depth = 512; depth <= 4096; depth *= 8)
+            for (int t = 0; t < 3; t++) time_decode(depth, kvts[t]);
     }
     return test_finish();
 }

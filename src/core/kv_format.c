@@ -75,9 +75,10 @@ void rf_kv_read_row(uint32_t type, const void *row, int64_t kv_dim, int64_t e0, 
     } else {
         const int8_t *q = (const int8_t *)row;
         const uint8_t *d = (const uint8_t *)row + kv_dim;
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t e = e0 + i, b = e / RF_KV_Q8_BLOCK;
-            out[i] = (float)q[e] * rf_fp16_to_fp32((uint16_t)(d[2 * b] | d[2 * b + 1] << 8));
+        for (int64_t e = e0; e < e0 + n;) { /* block by block: one scale conversion per 32 elements */
+            const int64_t b = e / RF_KV_Q8_BLOCK, stop = (b + 1) * RF_KV_Q8_BLOCK < e0 + n ? (b + 1) * RF_KV_Q8_BLOCK : e0 + n;
+            const float s = rf_fp16_to_fp32((uint16_t)(d[2 * b] | d[2 * b + 1] << 8));
+            for (; e < stop; e++) out[e - e0] = (float)q[e] * s;
         }
     }
 }

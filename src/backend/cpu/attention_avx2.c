@@ -26,6 +26,7 @@ AI VF vloadh_n(const uint16_t *p, int n) {
     memcpy(t, p, sizeof(uint16_t) * (size_t)(n > 0 ? n : 0));
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
 }
+AI VF vload_q8(const int8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 AI VF vadd(VF a, VF b) { return _mm256_add_ps(a, b); }
 AI VF vsub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 AI VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }

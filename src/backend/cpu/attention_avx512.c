@@ -23,6 +23,7 @@ AI VF vload_n(const float *p, int n) { return n >= 16 ? _mm512_loadu_ps(p) : _mm
 AI VF vloadh_n(const uint16_t *p, int n) {
     return _mm512_cvtph_ps(n >= 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(mask_n(n), p));
 }
+AI VF vload_q8(const int8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 AI VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
 AI VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 AI VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
