@@ -419,11 +419,11 @@ int main(void) {
     test_seed();
     test_kv_types();
     /* Each device with its default cache (cpu*: f32; a GPU: f16), the CPU also with an f16 cache
-     * (llama.cpp's golden data was made with one) and a q8_0 one, a GPU also with an f32 cache. */
+     * (llama.cpp's golden data was made with one) and a q8_0 one, a GPU also with f32 and q8_0. */
     const char *extra = getenv("ROCMFORGE_TEST_DEVICE");
     const struct { const char *device; int kv; } runs[] = {
         {"cpu-ref", RF_KV_AUTO}, {"cpu", RF_KV_AUTO}, {"cpu", RF_KV_F16}, {"cpu", RF_KV_Q8_0}, {"cpu-ggml", RF_KV_AUTO},
-        {extra, RF_KV_AUTO},     {extra, RF_KV_F32},
+        {extra, RF_KV_AUTO},     {extra, RF_KV_F32},      {extra, RF_KV_Q8_0},
     };
     for (size_t d = 0; d < sizeof runs / sizeof runs[0]; d++) {
         if (!runs[d].device) continue;
