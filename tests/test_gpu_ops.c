@@ -210,6 +210,10 @@ static void test_rope(void) {
                               0x1p-20f,        3e-8f,               -2e-8f,   NAN,      0x1.8p-25f};
         for (size_t i = 0; i < RF_ARRAY_LEN(edge) && i < (size_t)n_tok * kvd; i++)
             v[test_randint(0, n_tok * kvd - 1)] = edge[i];
+        /* q8_0 rounding ties: a block of v with amax 127 has d = 1 and id = 1, so x * id = x and the
+         * halves must round away from zero (roundf), not to even */
+        const float ties[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -126.5f, 3.5f, -3.5f};
+        for (size_t i = 0; i < RF_ARRAY_LEN(ties); i++) v[i] = ties[i];
         fill(sent, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
         const size_t rb = rf_kv_row_bytes(kvt, kvd), kvb = rb * n_slots;
         void *kc = test_kv_pack(sent, kvt, n_slots, kvd), *vc = test_kv_pack(sent, kvt, n_slots, kvd);
