@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the GPU launchers (C++) call these too */
+#endif
+
 /* Elements per Q8_0 scale. */
 #define RF_KV_Q8_BLOCK 32
 
@@ -47,5 +51,9 @@ void rf_kv_read_row(uint32_t type, const void *row, int64_t kv_dim, int64_t e0, 
 
 /* One Q8_0 block: codes q[32] and the binary16 scale of the 32 elements x (rule above). */
 void rf_kv_q8_block(const float *x, int8_t *q, uint16_t *d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "gpu_port.h"
 #include "kernels.h"
 #include "kv_q8.cuh"
@@ -32,10 +33,10 @@ struct kv_q8 {
     int8_t q;
 };
 
-/* Row geometry of a cache of element type T (kv_format.h): the bytes of a row (an int: a 32-bit
- * factor keeps the row address one wide multiply-add), and, from the
- * address of element e of a row, the byte offset to the binary16 scale of e's block (q8_0; 0 for
- * the float formats, which have none). Q8: whether T is the q8_0 format. */
+/* Row geometry of a cache of element type T on the device (kv_format.h; rf_kv_row_bytes is the
+ * host's): the bytes of a row (an int: a 32-bit factor keeps the row address one wide
+ * multiply-add), and, from the address of element e of a row, the byte offset to the binary16
+ * scale of e's block (q8_0; 0 for the float formats, which have none). Q8: whether T is q8_0. */
 template <typename T> struct kv_fmt {
     enum { Q8 = 0 };
     static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return kv_dim * (int)sizeof(T); }
@@ -209,7 +210,7 @@ static __device__ __forceinline__ void dec_rope8(float *x, int d0, int lane, int
     }
 }
 
-static int bad_kv_type(uint32_t t) { return t != RF_TYPE_F32 && t != RF_TYPE_F16 && t != RF_TYPE_Q8_0; }
+static int bad_kv_type(uint32_t t) { return !rf_kv_type_ok(t); }
 static int invalid_value(void) {
 #if RF_GPU_HIP
     return (int)hipErrorInvalidValue;

@@ -1,6 +1,7 @@
 /* rope.cu: rotary position embedding fused with storing K/V into the paged cache
  * (twin of cpu_rope + cpu_store_kv). */
 #include "core/dtype.h"
+#include "core/kv_format.h"
 #include "gpu_port.h"
 #include "kernels.h"
 #include "kv_q8.cuh"
@@ -119,9 +120,7 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
                                     const float *v, void *k_cache, void *v_cache, uint32_t kv_type) {
     if (n_tokens <= 0) return 0;
     const int kv_dim = n_kv_head * head_dim;
-    if (rope->n_rot / 2 > ROPE_MAX_HALF ||
-        (kv_type != RF_TYPE_F32 && kv_type != RF_TYPE_F16 && kv_type != RF_TYPE_Q8_0) ||
-        (kv_type == RF_TYPE_Q8_0 && kv_dim % 32)) {
+    if (rope->n_rot / 2 > ROPE_MAX_HALF || !rf_kv_type_ok(kv_type) || !rf_kv_row_bytes(kv_type, kv_dim)) {
 #if RF_GPU_HIP
         return (int)hipErrorInvalidValue;
 #else
@@ -148,7 +147,7 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
     if (err == gpuSuccess && q8 && k_cache) {
         void (*fq)(const int32_t *, int, int64_t, const float *, const float *, uint8_t *, uint8_t *) =
             kv_store_q8_kernel;
-        const int64_t rb = ((int64_t)kv_dim + kv_dim / 16 + 15) & ~(int64_t)15; /* rf_kv_row_bytes */
+        const int64_t rb = (int64_t)rf_kv_row_bytes(kv_type, kv_dim);
         dim3 gq((unsigned)n_tokens, (unsigned)((kv_dim + KVQ_THREADS - 1) / KVQ_THREADS));
         RF_LAUNCH_PDL(err, fq, gq, dim3(KVQ_THREADS), 0, (gpuStream_t)stream, slot, kv_dim, rb, k, v,
                       (uint8_t *)k_cache, (uint8_t *)v_cache);
