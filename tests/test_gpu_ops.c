@@ -294,8 +294,9 @@ static void test_rope(void) {
 /* ---- attention ------------------------------------------------------------------------------ */
 
 #if HAVE_GPU_BUILD
-/* The decode kernel's int8 copy of its output (kernels.h, rf_gpu_attn_args.xq; one token, fused
- * combine): at 1 and 3 splits the f32 output is checked as above, and the int8 copy must equal
+/* The decode kernel's int8 copy of its output (kernels.h, rf_gpu_attn_args.xq; one token, written
+ * by the fused combine or the combine kernel): at 1, 3 and 200 splits the f32 output is checked as
+ * above, and the int8 copy must equal
  * the int8 path's quantization of that output, done here on the host (per 32 elements: d =
  * amax / 127, q = round-to-even(v * 127 / amax) clamped to +-127, the pair {d, d * sum q}; a
  * block with inf / NaN: d = NaN), bit for bit. */
@@ -306,24 +307,34 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
     int8_t *hq = malloc(nq);
     float *hdd = malloc(sizeof(float) * 2 * nb), *got = malloc(sizeof(float) * nq);
     void *dxq = be->ops->alloc(be, nq), *dxd = be->ops->alloc(be, sizeof(float) * 2 * nb);
-    static const int splits[] = {1, 3, 1, 3}; /* the first two with whole groups, the others one head per block */
+    /* whole groups, then one head per block (1 and 3 splits: the fused combine; 200: the combine
+     * kernel), then the tensor-core kernel (always the combine kernel) */
+    static const int splits[] = {1, 3, 200, 1, 3, 1, 3, 200};
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
-        const int ns = splits[si];
-        if (!rf_gpu_attn_decode_fused(1, n_head, dims->n_kv_head, ns)) continue;
+        const int ns = splits[si], tc = si >= 5;
+        if (tc) {
+            rf_gpu_attention_decode_tc(2);
+            const int ok = rf_gpu_attn_decode_tc(n_head, dims->n_kv_head, hd, kvt, 1);
+            rf_gpu_attention_decode_tc(1);
+            if (!ok) continue;
+        }
         const size_t sb = rf_gpu_attn_decode_scratch(1, n_head, hd, ns);
         void *zero = calloc(1, sb), *scr = dput(zero, sb);
         rf_gpu_attn_args a = {1,         n_head,   dims->n_kv_head, hd,  dims->scale, ds->block_size, ds->max_blocks,
                               ds->pos,   ds->seq_row, ds->block_table, dq, dkc,      dvc,             kvt,
-                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL, si < 2 ? 8 : 1};
+                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL, si < 3 ? 8 : 1, tc};
         for (size_t i = 0; i < nq; i++) got[i] = -77.0f;
         be->ops->upload(be, dout, got, sizeof(float) * nq);
         int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, ns, (float *)scr);
         if (!rc) rc = dget(got, dout, sizeof(float) * nq) || dget(hq, dxq, nq) || dget(hdd, dxd, sizeof(float) * 2 * nb);
         CHECK(rc == 0, "attention %s int8 copy, %d splits: launch or copy failed", label, ns);
         char what[160];
-        snprintf(what, sizeof what, "attention %s (kv %s, %d splits, gb %d, int8 copy on)", label,
-                 rf_kv_type_name(kvt), ns, a.gb);
-        CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
+        snprintf(what, sizeof what, "attention %s (kv %s, %d splits, gb %d%s, int8 copy on)", label,
+                 rf_kv_type_name(kvt), ns, a.gb, tc ? ", tensor-core" : "");
+        if (tc)
+            CHECK_CLOSE(what, got, ref, nq, 2e-3, 1e-2);
+        else
+            CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
         size_t bad = 0, marked = 0;
         for (size_t b = 0; b < nb; b++) {
             float amax = 0.0f;
@@ -390,13 +401,19 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
 #if HAVE_GPU_BUILD
     /* {mode, splits, tensor cores allowed, heads per decode block}: mode 2 runs twice, with and
      * without tensor cores; the decode kernel with the automatic choice of heads per block (one
-     * below 16k positions) and with 2 and 8 (whole groups up to 8, as at long contexts) */
+     * below 16k positions) and with 2 and 8 (whole groups up to 8, as at long contexts), then on
+     * tensor cores (rf_gpu_attention_decode_tc mode 2: wherever the shape allows, whatever the
+     * context) at the automatic split count, 1, 3 and 200; the other rows with it off */
     const int modes[][4] = {{0, 0, 1, 0}, {1, 0, 1, 0}, {1, 1, 1, 0}, {1, 3, 1, 0}, {1, 200, 1, 0},
-                            {1, 1, 1, 8},  {1, 3, 1, 8}, {1, 0, 1, 2}, {2, 0, 1, 0}, {2, 0, 0, 0}};
+                            {1, 1, 1, 8},  {1, 3, 1, 8}, {1, 0, 1, 2}, {2, 0, 1, 0}, {2, 0, 0, 0},
+                            {1, 0, 2, 0},  {1, 1, 2, 0}, {1, 3, 2, 0}, {1, 200, 2, 0}};
     for (size_t mi = 0; mi < RF_ARRAY_LEN(modes); mi++) {
         rf_gpu_backend_set_attention(be, modes[mi][0], modes[mi][1], modes[mi][3]);
         const int prefill = modes[mi][0] == 2 || (modes[mi][0] == 0 && n_tok > 8);
-        const int tc = prefill && rf_gpu_attention_prefill_tc(modes[mi][2], hd);
+        rf_gpu_attention_decode_tc(!prefill && modes[mi][2] == 2 ? 2 : 0);
+        const int dtc = !prefill && modes[mi][2] == 2 && rf_gpu_attn_decode_tc(n_head, n_kv, hd, kvt, 1);
+        if (!prefill && modes[mi][2] == 2 && !dtc) continue; /* the shape has no tensor-core decode */
+        const int tc = (prefill && rf_gpu_attention_prefill_tc(modes[mi][2], hd)) || dtc;
         for (size_t i = 0; i < (size_t)n_tok * qd; i++) got[i] = -77.0f; /* poison: every output is written */
         be->ops->upload(be, dout, got, 4 * (size_t)n_tok * qd);
         be->ops->attention(be, &ds, &dims, dq, dkc, dvc, dout);
@@ -418,6 +435,7 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
             CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4, 1e-4);
     }
     rf_gpu_attention_prefill_tc(1, hd);
+    rf_gpu_attention_decode_tc(1);
     rf_gpu_backend_set_attention(be, 0, 0, 0);
     if (n_tok == 1 && hd % 32 == 0) attention_xq_check(label, &ds, &dims, dq, dkc, dvc, dout, ref, kvt);
 #else
@@ -486,6 +504,11 @@ static void test_attention(void) {
     /* one token with a NaN in V (position 0, dim 3 of KV head 0): the int8 copy marks its blocks */
     int len14[] = {300}, tail14[] = {1};
     attention_case("decode NaN in V", 8, 2, 64, 16, len14, tail14, 1, 1);
+    /* the tensor-core decode kernel's largest group (16: both halves of the mma rows) and an odd
+     * one, lengths that are not multiples of its 16- or 32-position rounds */
+    int len15[] = {1203, 50}, tail15[] = {1, 1};
+    attention_case("decode gqa16 hd64", 32, 2, 64, 16, len15, tail15, 2, 0);
+    attention_case("decode gqa7 hd128", 14, 2, 128, 32, len15, tail15, 2, 0);
 }
 
 #if HAVE_GPU_BUILD
@@ -718,7 +741,7 @@ static int bench_n_sm(void) {
  * prefill and rope at this shape; kvt: the cache type. */
 static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uint32_t kvt) {
     const int bsz = 32;
-    const int ctxs[] = {128, 512, 8192, 32768};
+    const int ctxs[] = {128, 512, 2048, 4096, 8192, 32768};
     const int max_ctx = 32768, max_blocks = max_ctx / bsz;
     const size_t kvd = (size_t)n_kv * hd, qd = (size_t)n_head * hd, rb = rf_kv_row_bytes(kvt, kvd);
     const char *tn = rf_kv_type_name(kvt);
@@ -749,15 +772,30 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
         rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0};
-        c.a = a;
-        c.a.gb = rf_gpu_attn_decode_gb(n_head, n_kv, ctxs[ci]); /* as the backend picks it */
-        c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
-        c.scratch = scr;
-        double us = bench_graph(b_decode, &c, 50);
+                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0};
         const double mb = 2.0 * ctxs[ci] * rb / 1e6;
-        printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name, tn,
-               ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
+        double us = 0;
+        /* the f32 kernels, then the tensor-core kernel where the shape has one (each with the
+         * split count and heads per block the backend would pick for it) */
+        for (int dm = 2; dm >= 0; dm -= 2) {
+            rf_gpu_attention_decode_tc(dm);
+            if (dm == 2 && !rf_gpu_attn_decode_tc(n_head, n_kv, hd, kvt, ctxs[ci])) continue;
+            c.a = a;
+            c.a.gb = rf_gpu_attn_decode_gb(n_head, n_kv, ctxs[ci]); /* as the backend picks it */
+            c.a.tc = dm == 2;
+            c.n_split = rf_gpu_attn_decode_splits(1, n_head, n_kv, hd, kvt, ctxs[ci], n_sm);
+            c.scratch = scr;
+            us = bench_graph(b_decode, &c, 50);
+            printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d)%s: %8.2f us  (%.1f MB K/V, %.0f GB/s)\n",
+                   name, tn, ctxs[ci], c.n_split, dm ? " tensor-core" : "", us, mb, mb / us * 1e3);
+            const int auto_split = c.n_split; /* the tensor-core kernel at half and twice that count */
+            for (int v = 0; v < 2 && dm == 2 && ctxs[ci] >= 8192; v++) {
+                c.n_split = v ? RF_MIN(256, 2 * auto_split) : RF_MAX(1, auto_split / 2);
+                const double us2 = bench_graph(b_decode, &c, 50);
+                printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d) tensor-core: %8.2f us  (%.1f MB K/V, %.0f "
+                       "GB/s)\n", name, tn, ctxs[ci], c.n_split, us2, mb, mb / us2 * 1e3);
+            }
+        }
         /* rope fused into it (kernels.h): NORMAL rotation of every dim, the new row at pos[0] */
         if (kvt != RF_TYPE_Q8_0) {
             float *knh = malloc(4 * kvd);
@@ -785,13 +823,14 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
             printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  (%.1f MB K/V, %.0f GB/s)\n", name,
                    tn, ctxs[ci], c.n_split, us, mb, mb / us * 1e3);
         }
+        rf_gpu_attention_decode_tc(1);
         dfree(dpos);
         dfree(dseq);
     }
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
     rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0};
+                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {
@@ -839,6 +878,7 @@ static void test_bench(void) {
         const uint32_t kvt = kt == 0 ? RF_TYPE_F16 : kt == 1 ? RF_TYPE_Q8_0 : RF_TYPE_F32;
         bench_attn_shape("7B", 32, 32, 128, kvt);
         bench_attn_shape("1B", 32, 8, 64, kvt);
+        bench_attn_shape("8B", 32, 8, 128, kvt); /* Llama-3-8B: GQA 4 at head dim 128 */
     }
     bench_ctx c;
     memset(&c, 0, sizeof c);

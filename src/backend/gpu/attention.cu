@@ -307,6 +307,81 @@ static __device__ __forceinline__ void dec_prefetch_l2(const void *p, int n) {
 #endif
 }
 
+/* The end of a decode block (attn_dec_kernel, attn_dec_mma_kernel). dsm holds each of the nw
+ * warps' softmax state for the block's nh heads h0 .. h0 + nh - 1 of token t, [warp][j][2 + hd]
+ * with j < gbs: m (natural-log units), l, acc[hd] (a warp with no positions: -inf, 0, 0), complete
+ * (after a barrier). The warps are merged per head; with the fused combine (fused) and one split
+ * the block writes the output o = acc / L (and its int8 copy, a.xq) itself and returns 1; else it
+ * writes its partial (m, l, acc) to part[((t * n_head + h) * n_split + s) * (hd + 2)] (no positions:
+ * m = -inf, l = 0, acc = 0) and returns 0. */
+static __device__ __forceinline__ bool dec_block_out(const rf_gpu_attn_args &a, const float *dsm, int gbs, int nw,
+                                                     int nh, int hd, int t, int h0, int s, int n_split, float *part,
+                                                     bool fused) {
+    const bool direct = fused && n_split == 1;
+    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
+        const int j = i / hd, d = i % hd;
+        float M = -INFINITY;
+        for (int w = 0; w < nw; w++) M = fmaxf(M, dsm[((int64_t)w * gbs + j) * (hd + 2)]);
+        float L = 0.0f, v = 0.0f;
+        for (int w = 0; w < nw; w++) {
+            const float *ww = dsm + ((int64_t)w * gbs + j) * (hd + 2);
+            const float c = dec_scale(ww[0], M);
+            L += ww[1] * c;
+            v += ww[2 + d] * c;
+        }
+        if (direct) { /* what the combine below computes from the one partial, bit for bit */
+            const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
+            const float o = v / L;
+            a.out[e] = o;
+            if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+            continue;
+        }
+        float *dst = part + (((int64_t)t * a.n_head + h0 + j) * n_split + s) * (hd + 2);
+        dst[2 + d] = L != 0.0f ? v : 0.0f;
+        if (d == 0) {
+            dst[0] = L != 0.0f ? M : -INFINITY;
+            dst[1] = L;
+        }
+    }
+    return direct;
+}
+
+/* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish (counter:
+ * its counter) merges the partials (as attn_combine_kernel). Each block publishes its partial
+ * (fence) before counting itself; the last one resets the counter for the next launch (graph
+ * replays). Every thread of the block calls it. */
+static __device__ __forceinline__ void dec_combine_last(const rf_gpu_attn_args &a, int nh, int hd, int t, int h0,
+                                                        int n_split, const float *part, int *counter) {
+    __shared__ int last_s;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int done = atomicAdd(counter, 1);
+        last_s = done == n_split - 1;
+        if (last_s) *counter = 0;
+    }
+    __syncthreads();
+    if (!last_s) return;
+    __threadfence();
+    const int stride = hd + 2;
+    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
+        const int j = i / hd, d = i % hd;
+        const volatile float *p0 = part + ((int64_t)t * a.n_head + h0 + j) * n_split * stride; /* not from L1 */
+        float M = -INFINITY;
+        for (int q = 0; q < n_split; q++) M = fmaxf(M, p0[(int64_t)q * stride]);
+        float L = 0.0f, v = 0.0f;
+        for (int q = 0; q < n_split; q++) {
+            const float w = expf(p0[(int64_t)q * stride] - M);
+            L += p0[(int64_t)q * stride + 1] * w;
+            v += p0[(int64_t)q * stride + 2 + d] * w;
+        }
+        const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
+        const float o = v / L;
+        a.out[e] = o;
+        if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+    }
+}
+
 template <typename T, int GB, bool VEC, int LP, bool RK>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
@@ -527,67 +602,9 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     }
     __syncthreads();
     RF_STAMP(2);
-    /* fused with one split: this block is its group's only one, so it writes the output itself
-     * (o = v / L, what the combine below computes from the one partial, bit for bit) */
-    const bool direct = counters && n_split == 1;
-    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
-        const int j = i / hd, d = i % hd;
-        float M = -INFINITY;
-        for (int w = 0; w < nw; w++) M = fmaxf(M, dsm[((int64_t)w * GB + j) * (hd + 2)]);
-        float L = 0.0f, v = 0.0f;
-        for (int w = 0; w < nw; w++) {
-            const float *ww = dsm + ((int64_t)w * GB + j) * (hd + 2);
-            const float c = dec_scale(ww[0], M);
-            L += ww[1] * c;
-            v += ww[2 + d] * c;
-        }
-        if (direct) {
-            const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
-            const float o = v / L;
-            a.out[e] = o;
-            if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
-            continue;
-        }
-        float *dst = part + (((int64_t)t * a.n_head + h0 + j) * n_split + s) * (hd + 2);
-        dst[2 + d] = L != 0.0f ? v : 0.0f;
-        if (d == 0) {
-            dst[0] = L != 0.0f ? M : -INFINITY;
-            dst[1] = L;
-        }
-    }
+    const bool direct = dec_block_out(a, dsm, GB, nw, nh, hd, t, h0, s, n_split, part, counters != NULL);
     RF_STAMPS_END(RF_STAMP_ATTN);
-    if (!counters || direct) return;
-    /* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish merges
-     * the partials (as attn_combine_kernel). Each block publishes its partial (fence) before
-     * counting itself; the last one resets the counter for the next launch (graph replays). */
-    __shared__ int last_s;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const int done = atomicAdd(counters + blockIdx.x, 1);
-        last_s = done == n_split - 1;
-        if (last_s) counters[blockIdx.x] = 0;
-    }
-    __syncthreads();
-    if (!last_s) return;
-    __threadfence();
-    const int stride = hd + 2;
-    for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
-        const int j = i / hd, d = i % hd;
-        const volatile float *p0 = part + ((int64_t)t * a.n_head + h0 + j) * n_split * stride; /* not from L1 */
-        float M = -INFINITY;
-        for (int q = 0; q < n_split; q++) M = fmaxf(M, p0[(int64_t)q * stride]);
-        float L = 0.0f, v = 0.0f;
-        for (int q = 0; q < n_split; q++) {
-            const float w = expf(p0[(int64_t)q * stride] - M);
-            L += p0[(int64_t)q * stride + 1] * w;
-            v += p0[(int64_t)q * stride + 2 + d] * w;
-        }
-        const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
-        const float o = v / L;
-        a.out[e] = o;
-        if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
-    }
+    if (counters && !direct) dec_combine_last(a, nh, hd, t, h0, n_split, part, counters + blockIdx.x);
 }
 
 /* attn_combine_kernel: one block of COMB_THREADS per (token, head): merges the n_split partials,
@@ -602,7 +619,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 #define COMB_COLS 32
 #define COMB_ROWS (COMB_THREADS / COMB_COLS)
 static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
-                                                                           float *out) {
+                                                                           float *out, int8_t *xq, float2 *xd) {
     rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
     extern __shared__ float wsm[];
     __shared__ float red[RF_MAX_WARPS];
@@ -634,10 +651,11 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
         }
         colsum[r][c] = v0 + v1;
         __syncthreads();
-        if (r == 0 && d < hd) {
+        if (r == 0 && d < hd) { /* warp 0 (COMB_COLS = 32 lanes), one int8 block per pass */
             float v = 0.0f;
             for (int i = 0; i < COMB_ROWS; i++) v += colsum[i][c];
             out[(int64_t)th * hd + d] = v / L;
+            if (xq) dec_quantize32(v / L, (int64_t)th * hd + d, xq, xd);
         }
         __syncthreads(); /* colsum is rewritten by the next pass */
     }
@@ -716,14 +734,20 @@ static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
     return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
 
+static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type);
+static int dec_tc_resident(uint32_t kv_type, int hd, int G);
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters);
+
 extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
                                          int n_pos, int n_sm) {
     if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head || head_dim <= 0 ||
         head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || bad_kv_type(kv_type))
         return 1;
-    const int G = n_head / n_kv_head, gb = rf_gpu_attn_decode_gb(n_head, n_kv_head, n_pos);
+    const int G = n_head / n_kv_head;
+    const bool tc = rf_gpu_attn_decode_tc(n_head, n_kv_head, head_dim, kv_type, n_pos);
+    const int gb = tc ? G : rf_gpu_attn_decode_gb(n_head, n_kv_head, n_pos);
     const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
-    const int resident = dec_resident_t(kv_type, gb, head_dim, false);
+    const int resident = tc ? dec_tc_resident(kv_type, head_dim, G) : dec_resident_t(kv_type, gb, head_dim, false);
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
      * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
@@ -777,7 +801,7 @@ extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head,
 extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new,
                                           const float *v_new, int n_split, int n_sm) {
     const int hd = a->head_dim;
-    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+    if (a->tc || a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
     if (a->kv_type == RF_TYPE_Q8_0 && hd % 32) return 0;
@@ -804,18 +828,25 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     /* q8_0: head_dim % 32 == 0 and 16-byte aligned caches (kv_format.h's rows): vector loads only */
     if (a->kv_type == RF_TYPE_Q8_0 && (!vec || a->head_dim % 32)) return invalid_value();
     /* one launch (the last split block of each group combines) where the counters and one
-     * thread's loop over the splits suffice; else a combine kernel */
-    const bool fused = rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
-    if (a->xq && (!fused || a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
+     * thread's loop over the splits suffice; else a combine kernel. Always the combine kernel
+     * after the tensor-core kernel: its blocks serve a whole group (G * head_dim outputs for the
+     * last block's loop over the splits: 8B shape at 2048 positions, 32 splits, 18.1 us fused
+     * against 13.3 us at 4096 positions with the combine kernel, H200) */
+    const bool fused = !a->tc && rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
+    if (a->xq && (a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
     if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
     float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
-    int rc = a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
+    if (a->tc && (a->k_new || !dec_tc_capable(a->n_head, a->n_kv_head, a->head_dim, a->kv_type) ||
+                  ((uintptr_t)a->q | (uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16))
+        return invalid_value();
+    int rc = a->tc ? dec_tc_launch(st, a, n_split, part, counters)
+             : a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
              : a->kv_type == RF_TYPE_Q8_0 ? dec_launch_t<kv_q8>(st, a, n_split, part, counters, vec)
                                           : dec_launch_t<float>(st, a, n_split, part, counters, vec);
     if (rc || fused) return rc;
     attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
-        part, n_split, a->head_dim, a->out);
+        part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
     return (int)gpuGetLastError();
 }
 
@@ -1004,10 +1035,25 @@ static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<__half> &r) { return
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<float> &r) {
     return make_uint4(fa_pack(r.a.x, r.a.y), fa_pack(r.a.z, r.a.w), fa_pack(r.b.x, r.b.y), fa_pack(r.b.z, r.b.w));
 }
+/* q8_0 in half arithmetic: four codes (one word of the row's bytes) to two half2 words (w0: codes 0,
+ * 1; w1: codes 2, 3) times the scale d2. The biased byte (code + 128) becomes the low mantissa byte
+ * of 1024 (0x64nn is 1024 + nn exactly), minus 1152 gives the code exactly, times the scale gives
+ * the exact product rounded once: the same value as fa_pack of the f32 product (exact in f32). */
+static __device__ __forceinline__ void q8_h4(uint32_t codes, __half2 d2, uint32_t &w0, uint32_t &w1) {
+    const __half2 off = __float2half2_rn(1152.0f);
+    const uint32_t b = codes ^ 0x80808080u;
+    const uint32_t lo = __byte_perm(b, 0x64646464u, 0x4140u), hi = __byte_perm(b, 0x64646464u, 0x4342u);
+    const __half2 h0 = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&lo), off), d2);
+    const __half2 h1 = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&hi), off), d2);
+    w0 = *reinterpret_cast<const uint32_t *>(&h0);
+    w1 = *reinterpret_cast<const uint32_t *>(&h1);
+}
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<kv_q8> &r) {
-    float x[8];
-    kv_cvt8(r, x);
-    return make_uint4(fa_pack(x[0], x[1]), fa_pack(x[2], x[3]), fa_pack(x[4], x[5]), fa_pack(x[6], x[7]));
+    const __half2 d2 = __half2half2(r.d);
+    uint32_t o[4];
+    q8_h4(r.q.x, d2, o[0], o[1]);
+    q8_h4(r.q.y, d2, o[2], o[3]);
+    return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 template <int HD, typename T>
@@ -1193,12 +1239,277 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
         if (out1) *(float2 *)(out1 + d) = make_float2(o[n][2] / l1, o[n][3] / l1);
     }
 }
+
+/* ---- decode on tensor cores (CUDA sm_80+): GQA groups at long contexts --------------------------
+ * attn_dec_mma_kernel<HD, T, TU>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4 warps
+ * of 32: the mma.sync fragment layout is defined for 32-lane warps). Block (t, g, s) takes all G =
+ * n_head / n_kv_head query heads of group g (2 <= G <= 16) for token t and the positions of split
+ * s as attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
+ * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of
+ * that range. Per 16 positions, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T
+ * (rows: the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k: head
+ * dims), an online softmax per row in base 2 (scale * log2 e folded in), O += P V (P rounded to
+ * f16; columns: head dims). No shared memory in the loop: each lane loads its own fragments from
+ * the cache, 16-byte vectors of one row. That works because the order of an mma's k (dims in S,
+ * positions in P V) and of P V's n (dims) is free as long as both operands agree; lane (r, c), r =
+ * lane / 4, c = lane % 4, holds
+ *   for S: position 8n + r of each n8 tile n, dims [c * HD / 4, (c + 1) * HD / 4); step kk takes its
+ *     dims c * HD / 4 + 4 kk .. + 3 (q's A fragment the same dims of each head);
+ *   for P V: positions 2c, 2c + 1, 8 + 2c, 9 + 2c, dims [r * HD / 8, (r + 1) * HD / 8); output tile n,
+ *     column j is dim j * HD / 8 + n.
+ * All of a round's K and V loads are issued before any is used; the next round's cache slots are
+ * looked up (one per lane, fetched by shuffle) during the current one. The end is attn_dec_kernel's
+ * (dec_block_out, dec_combine_last): the same partials, fused combine and int8 copy.
+ * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
+ * accumulators f32: outputs differ from the CPU by ~1e-3 relative of the output scale. Limits:
+ * |q|, |k|, |v| < 65504 (f16 range); an inf v at a position whose weight rounds to 0 in f16 gives
+ * NaN (0 * inf) where the CPU gives inf. Positions outside the split are neither read nor used.
+ * Needs q and the caches 16-byte aligned (the launcher checks). Dynamic shared memory:
+ * dec_smem(HD, G). */
+#define DM_THREADS 128
+#define DM_MAX_G 16
+
+/* N consecutive cache elements of one row within one q8_0 block (N = 8, 16 or 32, the first a
+ * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 as N codes (one load of
+ * N bytes up to 16) and the block's scale (one load, not one per 8 elements). */
+template <typename T, int N> struct kv_piece {
+    kv_raw8<T> p[N / 8];
+};
+template <int N> struct kv_piece<kv_q8, N> {
+    uint32_t q[N / 4];
+    __half d;
+};
+template <typename T, int N>
+static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++)
+        kv_load8(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
+}
+template <int N>
+static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q8, N> &x, const void *cache, int slot, int kv_dim,
+                                                     int e) {
+    const char *p = kv_at<kv_q8>(cache, slot, kv_dim, e);
+    if (N == 8) {
+        const uint2 v = *(const uint2 *)p;
+        x.q[0] = v.x, x.q[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 16; i++) {
+            const uint4 v = ((const uint4 *)p)[i];
+            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
+        }
+    }
+    x.d = *(const __half *)(p + kv_fmt<kv_q8>::scale_off(kv_dim, e));
+}
+template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) kv_zero8(x.p[i]);
+}
+template <int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<kv_q8, N> &x) {
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) x.q[i] = 0u;
+    x.d = __float2half(0.0f);
+}
+/* The piece as N / 2 f16 pairs (element 2i in the low half of w[i]), rounded as kv_h8 rounds. */
+template <typename T, int N> static __device__ __forceinline__ void kv_piece_h(const kv_piece<T, N> &x, uint32_t *w) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) {
+        const uint4 h = kv_h8(x.p[i]);
+        w[4 * i] = h.x, w[4 * i + 1] = h.y, w[4 * i + 2] = h.z, w[4 * i + 3] = h.w;
+    }
+}
+template <int N> static __device__ __forceinline__ void kv_piece_h(const kv_piece<kv_q8, N> &x, uint32_t *w) {
+    const __half2 d2 = __half2half2(x.d);
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) q8_h4(x.q[i], d2, w[2 * i], w[2 * i + 1]);
+}
+
+/* One round of a warp: the K and V pieces its lane loads for NP = 16 * TU positions. */
+template <int HD, typename T, int TU> struct DmRound {
+    kv_piece<T, HD / 4> k[TU][2];
+    kv_piece<T, HD / 8> v[TU][4];
+};
+
+/* Issues the loads of the round at positions p0 .. p0 + NP - 1 (those < pe; the others zero).
+ * slot: the cache slot of position p0 + lane % NP (every lane calls: shuffles). */
+template <int HD, typename T, int TU>
+static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_gpu_attn_args &a, int p0, int pe,
+                                               int slot, int kv_dim, int ek, int ev) {
+    const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int u = 0; u < TU; u++) {
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            const int j = 16 * u + 8 * n + r, sl = ATT_SHFL_IDX(slot, j);
+            if (p0 + j < pe) kv_piece_load(R.k[u][n], a.k_cache, sl, kv_dim, ek);
+            else kv_piece_zero(R.k[u][n]);
+        }
+#pragma unroll
+        for (int qi = 0; qi < 4; qi++) {
+            const int j = 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1), sl = ATT_SHFL_IDX(slot, j);
+            if (p0 + j < pe) kv_piece_load(R.v[u][qi], a.v_cache, sl, kv_dim, ev);
+            else kv_piece_zero(R.v[u][qi]);
+        }
+    }
+}
+
+/* The warp's softmax state: rows r (o[n][0..1], m0, l0) and r + 8 (o[n][2..3], m1, l1) of the mma
+ * layout, m in base 2; l per lane (summed over its quad at the end). */
+template <int HD> struct DmState {
+    float o[HD / 8][4], m0, m1, l0, l1;
+};
+
+/* Adds the round at p0 (loaded by dm_load) to the state: S for its NP positions, one online-softmax
+ * step over them, O += P V. */
+template <int HD, typename T, int TU>
+static __device__ __forceinline__ void dm_round(DmState<HD> &st, const DmRound<HD, T, TU> &R,
+                                                const uint32_t (*qa)[4], int p0, int pe, float sl2) {
+    const int c = (threadIdx.x & 31) & 3;
+    float sf[TU][2][4];
+#pragma unroll
+    for (int u = 0; u < TU; u++)
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            sf[u][n][0] = sf[u][n][1] = sf[u][n][2] = sf[u][n][3] = 0.0f;
+            uint32_t kw[HD / 8];
+            kv_piece_h(R.k[u][n], kw);
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) fa_mma(sf[u][n], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
+        }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < TU; u++)
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const bool vis = p0 + 16 * u + 8 * n + 2 * c + (e & 1) < pe;
+                const float v = vis ? sf[u][n][e] * sl2 : -INFINITY;
+                sf[u][n][e] = v;
+                if (e < 2) mx0 = fmaxf(mx0, v);
+                else mx1 = fmaxf(mx1, v);
+            }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
+    const float c0 = mn0 == -INFINITY ? 1.0f : exp2f(st.m0 - mn0);
+    const float c1 = mn1 == -INFINITY ? 1.0f : exp2f(st.m1 - mn1);
+    const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int u = 0; u < TU; u++)
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            sf[u][n][0] = exp2f(sf[u][n][0] - b0);
+            sf[u][n][1] = exp2f(sf[u][n][1] - b0);
+            sf[u][n][2] = exp2f(sf[u][n][2] - b1);
+            sf[u][n][3] = exp2f(sf[u][n][3] - b1);
+            s0 += sf[u][n][0] + sf[u][n][1];
+            s1 += sf[u][n][2] + sf[u][n][3];
+        }
+    st.l0 = st.l0 * c0 + s0;
+    st.l1 = st.l1 * c1 + s1;
+    st.m0 = mn0;
+    st.m1 = mn1;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) st.o[n][0] *= c0, st.o[n][1] *= c0, st.o[n][2] *= c1, st.o[n][3] *= c1;
+#pragma unroll
+    for (int u = 0; u < TU; u++) {
+        const uint32_t pa[4] = {fa_pack(sf[u][0][0], sf[u][0][1]), fa_pack(sf[u][0][2], sf[u][0][3]),
+                                fa_pack(sf[u][1][0], sf[u][1][1]), fa_pack(sf[u][1][2], sf[u][1][3])};
+        uint32_t vw[4][HD / 16];
+#pragma unroll
+        for (int qi = 0; qi < 4; qi++) kv_piece_h(R.v[u][qi], vw[qi]);
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            /* element n of the four positions' V pieces: B's (k = 2c, 2c + 1) and (2c + 8, 2c + 9) */
+            const uint32_t sel = n & 1 ? 0x7632u : 0x5410u;
+            fa_mma(st.o[n], pa, __byte_perm(vw[0][n / 2], vw[1][n / 2], sel), __byte_perm(vw[2][n / 2], vw[3][n / 2], sel));
+        }
+    }
+}
+
+template <int HD, typename T, int TU>
+static __global__ void __launch_bounds__(DM_THREADS) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
+                                                                          int *counters) {
+    constexpr int NP = 16 * TU;
+    extern __shared__ float dsm[];
+    const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
+    const int g = blockIdx.x % a.n_kv_head, t = blockIdx.x / a.n_kv_head, h0 = g * G;
+    const int s = blockIdx.y, n_split = gridDim.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int r = lane >> 2, c = lane & 3;
+    const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
+    const int n_pos = a.pos[t] + 1, per = (n_pos + n_split - 1) / n_split;
+    const int pb = s * per, pe = min(n_pos, pb + per), stride = nw * NP;
+    const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
+    if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
+    /* the first round's slots (the block table is written before the step) before the wait */
+    int p0 = pb + warp * NP;
+    int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
+    rf_grid_dep_wait();
+
+    uint32_t qa[HD / 16][4];
+    {
+        const float *q0 = r < G ? a.q + ((int64_t)t * a.n_head + h0 + r) * HD + c * (HD / 4) : NULL;
+        const float *q1 = r + 8 < G ? a.q + ((int64_t)t * a.n_head + h0 + r + 8) * HD + c * (HD / 4) : NULL;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 x0 = q0 ? *(const float4 *)(q0 + 4 * kk) : z, x1 = q1 ? *(const float4 *)(q1 + 4 * kk) : z;
+            qa[kk][0] = fa_pack(x0.x, x0.y);
+            qa[kk][1] = fa_pack(x1.x, x1.y);
+            qa[kk][2] = fa_pack(x0.z, x0.w);
+            qa[kk][3] = fa_pack(x1.z, x1.w);
+        }
+    }
+    DmState<HD> st;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) st.o[n][0] = st.o[n][1] = st.o[n][2] = st.o[n][3] = 0.0f;
+    st.m0 = st.m1 = -INFINITY;
+    st.l0 = st.l1 = 0.0f;
+    const float sl2 = a.scale * 1.4426950408889634f;
+
+    for (; p0 < pe; p0 += stride) { /* warp-uniform */
+        DmRound<HD, T, TU> cur;
+        const int sl = slot, pn = p0 + stride + lane % NP;
+        slot = pn < pe ? (int)att_slot(bt, a.block_size, pn) : 0; /* the next round's, during this one */
+        dm_load(cur, a, p0, pe, sl, kv_dim, ek, ev);
+        dm_round<HD, T, TU>(st, cur, qa, p0, pe, sl2);
+    }
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 1);
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 2);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 1);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 2);
+    /* this warp's state per head into [warp][j][2 + HD], m in natural-log units (dec_block_out) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int j = r + 8 * h;
+        if (j >= G) continue;
+        float *w = dsm + ((int64_t)warp * G + j) * (HD + 2);
+        const float m = h ? st.m1 : st.m0;
+        if (c == 0) {
+            w[0] = m == -INFINITY ? -INFINITY : m * 0.6931471805599453f;
+            w[1] = h ? st.l1 : st.l0;
+        }
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            w[2 + 2 * c * (HD / 8) + n] = st.o[n][2 * h];
+            w[2 + (2 * c + 1) * (HD / 8) + n] = st.o[n][2 * h + 1];
+        }
+    }
+    __syncthreads();
+    const bool direct = dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, counters != NULL);
+    if (counters && !direct) dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
+}
 #endif
 
 static int g_attn_tc_enabled = 1;
 
-/* 1 when the tensor-core prefill path will run for head dim hd on the current device. */
-static int attn_tc_usable(int hd) {
+/* The current device's compute capability (major), once; 0 on HIP. */
+static int attn_cc_major(void) {
 #if RF_GPU_CUDA
     static int cc_major = -1;
     if (cc_major < 0) {
@@ -1206,10 +1517,90 @@ static int attn_tc_usable(int hd) {
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
             cc_major = 0;
     }
-    return g_attn_tc_enabled && cc_major >= 8 && (hd == 64 || hd == 128);
+    return cc_major;
 #else
-    (void)hd;
     return 0;
+#endif
+}
+
+/* 1 when the tensor-core prefill path will run for head dim hd on the current device. */
+static int attn_tc_usable(int hd) { return g_attn_tc_enabled && attn_cc_major() >= 8 && (hd == 64 || hd == 128); }
+
+/* ---- decode on tensor cores: when, and the launch ---------------------------------------------- */
+static int g_dec_tc = -1; /* rf_gpu_attention_decode_tc's mode; RF_GPU_ATTN_DEC_TC=0/1/2 sets its start (A/B runs) */
+static int dec_tc_mode(void) {
+    if (g_dec_tc < 0) g_dec_tc = getenv("RF_GPU_ATTN_DEC_TC") ? atoi(getenv("RF_GPU_ATTN_DEC_TC")) : 1;
+    return g_dec_tc;
+}
+
+/* attn_dec_mma_kernel can run these shapes on this device. */
+static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type) {
+#if RF_GPU_CUDA
+    if (n_kv_head <= 0 || n_head % n_kv_head || bad_kv_type(kv_type)) return 0;
+    const int G = n_head / n_kv_head;
+    return attn_cc_major() >= 8 && (hd == 64 || hd == 128) && G >= 2 && G <= DM_MAX_G;
+#else
+    (void)n_head, (void)n_kv_head, (void)hd, (void)kv_type;
+    return 0;
+#endif
+}
+
+extern "C" int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos) {
+    const int mode = dec_tc_mode();
+    return dec_tc_capable(n_head, n_kv_head, head_dim, kv_type) &&
+           (mode == 2 || (mode == 1 && n_pos >= RF_GPU_ATTN_TC_MIN_POS));
+}
+
+extern "C" int rf_gpu_attention_decode_tc(int mode) {
+    const int old = dec_tc_mode();
+    if (mode >= 0) g_dec_tc = mode;
+    return old;
+}
+
+#if RF_GPU_CUDA
+typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
+/* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). */
+template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
+    return hd == 64 ? attn_dec_mma_kernel<64, T, 2> : attn_dec_mma_kernel<128, T, 1>;
+}
+static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
+    return kv_type == RF_TYPE_F16 ? dec_tc_kernel<__half>(hd) : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
+                                                                                          : dec_tc_kernel<float>(hd);
+}
+#endif
+
+/* Blocks of attn_dec_mma_kernel resident per multiprocessor (occupancy calculator, cached). */
+static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
+#if RF_GPU_CUDA
+    static int cached[3][2][DM_MAX_G + 1];
+    const int ti = kv_type == RF_TYPE_F16 ? 0 : kv_type == RF_TYPE_Q8_0 ? 1 : 2, hi = hd == 128;
+    if (G < 1 || G > DM_MAX_G) return 1;
+    if (!cached[ti][hi][G]) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dec_tc_kernel_t(kv_type, hd), DM_THREADS,
+                                                          dec_smem(hd, G)) != cudaSuccess)
+            n = 0;
+        gpuGetLastError();
+        cached[ti][hi][G] = n > 0 ? n : 2;
+    }
+    return cached[ti][hi][G];
+#else
+    (void)kv_type, (void)hd, (void)G;
+    return 1;
+#endif
+}
+
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters) {
+#if RF_GPU_CUDA
+    const int G = a->n_head / a->n_kv_head;
+    dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
+    const dec_tc_fn fn = dec_tc_kernel_t(a->kv_type, a->head_dim);
+    gpuError_t err;
+    RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), dec_smem(a->head_dim, G), st, *a, part, counters);
+    return (int)err;
+#else
+    (void)st, (void)a, (void)n_split, (void)part, (void)counters;
+    return invalid_value();
 #endif
 }
 

@@ -345,7 +345,7 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                           st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
                           q,              k_cache,        v_cache,        d->kv_type,  out,
                           NULL,           NULL,           {0},            NULL,        NULL,
-                          NULL,           0};
+                          NULL,           0,              0};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
@@ -357,14 +357,16 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                                         : rf_gpu_attn_decode_splits(st->n_tokens, d->n_head, d->n_kv_head,
                                                                     d->head_dim, d->kv_type, st->max_pos + 1, g->n_sm);
         a.gb = g->attn_gb > 0 ? g->attn_gb : rf_gpu_attn_decode_gb(d->n_head, d->n_kv_head, st->max_pos + 1);
+        a.tc = rf_gpu_attn_decode_tc(d->n_head, d->n_kv_head, d->head_dim, d->kv_type, st->max_pos + 1);
         /* The scratch is sized on first use for the most splits any decode batch (1..8 tokens)
-         * can get at any context (the longest, and the longest with one head per block): a
+         * can get at any context (the longest, the longest with one head per block and the longest
+         * before the tensor-core kernel): a
          * captured graph keeps the scratch pointer, so the buffer must not be reallocated when a
          * later step at a longer context asks for more splits. */
         size_t need = rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split);
-        static const int n_pos_most[] = {1 << 30, RF_GPU_ATTN_GB1_MAX_POS - 1};
+        static const int n_pos_most[] = {1 << 30, RF_GPU_ATTN_GB1_MAX_POS - 1, RF_GPU_ATTN_TC_MIN_POS - 1};
         for (int nt = 1; nt <= 8 && g->attn_split <= 0; nt++)
-            for (int pi = 0; pi < 2; pi++) {
+            for (size_t pi = 0; pi < sizeof n_pos_most / sizeof n_pos_most[0]; pi++) {
                 size_t most = rf_gpu_attn_decode_scratch(nt, d->n_head, d->head_dim,
                                                          rf_gpu_attn_decode_splits(nt, d->n_head, d->n_kv_head,
                                                                                    d->head_dim, d->kv_type,
@@ -389,7 +391,6 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
             /* one token: the output also quantized for the output projection's matvec to copy */
             const int64_t n_out = (int64_t)d->n_head * d->head_dim;
             const int xq = st->n_tokens == 1 && d->head_dim % 32 == 0 &&
-                           rf_gpu_attn_decode_fused(1, d->n_head, d->n_kv_head, n_split) &&
                            rf_gpu_mm_xq_buffers(g->mm, n_out, &a.xq, &a.xd);
             check_launch(g, "attention (decode)", rf_gpu_attention_decode(g->stream, &a, n_split, g->attn_scratch));
             if (xq) rf_gpu_mm_xq_mark(g->mm, out, n_out);

@@ -52,8 +52,7 @@ typedef struct {
     const void *k_cache, *v_cache;
     uint32_t kv_type;
     float *out;
-    /* Optional (decode, n_tokens == 1, head_dim % 32 == 0, and only where
-     * rf_gpu_attn_decode_fused says the combine is fused; NULL otherwise): out is also written
+    /* Optional (decode, n_tokens == 1, head_dim % 32 == 0; NULL otherwise): out is also written
      * quantized as matmul.cu's int8 path quantizes an x (per 32 elements q = round(v * 127 / amax)
      * to xq[n_head * head_dim] int8, {d = amax / 127, d * sum q} to xd[n_head * head_dim / 32]
      * float pairs; a block holding inf / NaN gets d = NaN), for the next matvec to copy
@@ -71,6 +70,11 @@ typedef struct {
     /* Decode: heads of a GQA group per block (1, 2, 4 or 8; 0: the long-context choice), a speed
      * choice (rf_gpu_attn_decode_gb); every value gives the same results. */
     int gb;
+    /* Decode: 1 runs the tensor-core kernel (where rf_gpu_attn_decode_tc says it is the choice for
+     * the context; f16 operands: ~1e-3 relative, see attention.cu; no rope fused, k_new = NULL;
+     * q and the caches 16-byte aligned), 0 the f32 kernels. Asked for where it cannot run: the
+     * launcher returns an invalid-value error. */
+    int tc;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
@@ -92,13 +96,24 @@ int rf_gpu_attn_decode_gb(int n_head, int n_kv_head, int n_pos);
 int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos,
                               int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
+/* Decode on tensor cores (rf_gpu_attn_args.tc): 1 when it is the choice for a decode at about
+ * n_pos positions of these shapes on the current device: CUDA sm_80+, head_dim 64 or 128, 2..16
+ * query heads per KV head, and (the default mode 1) n_pos >= RF_GPU_ATTN_TC_MIN_POS, where it was
+ * faster than the f32 kernels (docs/PERF.md). rf_gpu_attention_decode_tc sets the mode: 0 never,
+ * 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the previous mode.
+ * Not thread-safe (a process-wide switch for tests and benchmarks). */
+#define RF_GPU_ATTN_TC_MIN_POS 4096
+int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
+int rf_gpu_attention_decode_tc(int mode);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
- * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), F32 or F16 cache; and, when n_sm > 0
+ * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), not
+ * the tensor-core kernel (a->tc == 0); and, when n_sm > 0
  * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
  * multiprocessors. */
 int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
                                int n_split, int n_sm);
-/* 1 when rf_gpu_attention_decode with these sizes combines the splits in the same kernel. */
+/* 1 when rf_gpu_attention_decode with these sizes combines the splits in the same kernel (the
+ * f32 kernels; after the tensor-core kernel, a.tc, a combine kernel always does). */
 int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
 int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);
