@@ -1241,15 +1241,16 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
 }
 
 /* ---- decode on tensor cores (CUDA sm_80+): GQA groups at long contexts --------------------------
- * attn_dec_mma_kernel<HD, T, TU>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4 warps
- * of 32: the mma.sync fragment layout is defined for 32-lane warps). Block (t, g, s) takes all G =
+ * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
+ * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
+ * blocks per SM, a register cap). Block (t, g, s) takes all G =
  * n_head / n_kv_head query heads of group g (2 <= G <= 16) for token t and the positions of split
  * s as attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
  * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of
- * that range. Per 16 positions, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T
- * (rows: the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k: head
- * dims), an online softmax per row in base 2 (scale * log2 e folded in), O += P V (P rounded to
- * f16; columns: head dims). No shared memory in the loop: each lane loads its own fragments from
+ * that range. Per round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16
+ * positions (rows: the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k:
+ * head dims), one online-softmax step per row over the round's NP positions in base 2 (scale *
+ * log2 e folded in), O += P V (P rounded to f16; columns: head dims). No shared memory in the loop: each lane loads its own fragments from
  * the cache, 16-byte vectors of one row. That works because the order of an mma's k (dims in S,
  * positions in P V) and of P V's n (dims) is free as long as both operands agree; lane (r, c), r =
  * lane / 4, c = lane % 4, holds
@@ -1259,7 +1260,9 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  *     column j is dim j * HD / 8 + n.
  * All of a round's K and V loads are issued before any is used; the next round's cache slots are
  * looked up (one per lane, fetched by shuffle) during the current one. The end is attn_dec_kernel's
- * (dec_block_out, dec_combine_last): the same partials, fused combine and int8 copy.
+ * (dec_block_out, and dec_combine_last where given counters): the same partials; the launcher gives
+ * none, so attn_combine_kernel combines them and writes the int8 copy (the fused combine's serial
+ * loop over the splits is too slow for G * head_dim outputs).
  * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
  * accumulators f32: outputs differ from the CPU by ~1e-3 relative of the output scale. Limits:
  * |q|, |k|, |v| < 65504 (f16 range); an inf v at a position whose weight rounds to 0 in f16 gives
@@ -1431,9 +1434,9 @@ static __device__ __forceinline__ void dm_round(DmState<HD> &st, const DmRound<H
     }
 }
 
-template <int HD, typename T, int TU>
-static __global__ void __launch_bounds__(DM_THREADS) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
-                                                                          int *counters) {
+template <int HD, typename T, int TU, int MINB>
+static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
+                                                                                int *counters) {
     constexpr int NP = 16 * TU;
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
@@ -1560,8 +1563,13 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 #if RF_GPU_CUDA
 typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
 /* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). */
+/* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). q8_0
+ * instances are held to 128 / 168 registers (4 / 3 blocks per SM, no or 4 bytes of spills): 1B F16
+ * file at 32k positions 813 -> 860 tokens/s, 8B-shaped kernel at 32k 48.2 -> 39.5 us; the float
+ * formats spill there and lose (1B f16 814 -> 783; H200, docs/PERF.md). */
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
-    return hd == 64 ? attn_dec_mma_kernel<64, T, 2> : attn_dec_mma_kernel<128, T, 1>;
+    enum { Q8 = kv_fmt<T>::Q8 };
+    return hd == 64 ? attn_dec_mma_kernel<64, T, 2, Q8 ? 4 : 1> : attn_dec_mma_kernel<128, T, 1, Q8 ? 3 : 1>;
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
     return kv_type == RF_TYPE_F16 ? dec_tc_kernel<__half>(hd) : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
