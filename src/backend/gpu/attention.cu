@@ -1028,6 +1028,24 @@ static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint3
 #endif
 }
 static __device__ __forceinline__ uint32_t fa_ld32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
+/* Online softmax of the two mma rows a lane holds (gr: m0, mx0; gr + 8: m1, mx1), base 2: the
+ * rows' maxima over the quad's 4 lanes, the new running maxima mn, the old sums' factors c (1
+ * while a row has seen nothing) and the exponent bases b (0 then, so that exp2(-inf - b) = 0). */
+struct FaStep {
+    float mn0, mn1, c0, c1, b0, b1;
+};
+static __device__ __forceinline__ FaStep fa_step(float m0, float m1, float mx0, float mx1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    FaStep f;
+    f.mn0 = fmaxf(m0, mx0), f.mn1 = fmaxf(m1, mx1);
+    f.c0 = f.mn0 == -INFINITY ? 1.0f : exp2f(m0 - f.mn0);
+    f.c1 = f.mn1 == -INFINITY ? 1.0f : exp2f(m1 - f.mn1);
+    f.b0 = f.mn0 == -INFINITY ? 0.0f : f.mn0, f.b1 = f.mn1 == -INFINITY ? 0.0f : f.mn1;
+    return f;
+}
 /* Eight cache elements as eight f16 (four words, element pairs low half first): an f16 cache as
  * stored, an f32 one rounded to nearest (the same values as fa_pack of the f32 elements), a q8_0
  * one scaled in f32 and rounded to nearest. */
@@ -1181,14 +1199,8 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
                     if (e < 2) mx0 = fmaxf(mx0, v);
                     else mx1 = fmaxf(mx1, v);
                 }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const float c0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-            const float c1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-            const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+            const FaStep f = fa_step(m0, m1, mx0, mx1);
+            const float mn0 = f.mn0, mn1 = f.mn1, c0 = f.c0, c1 = f.c1, b0 = f.b0, b1 = f.b1;
             float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
             for (int n = 0; n < FA_BC / 8; n++) {
@@ -1392,14 +1404,8 @@ static __device__ __forceinline__ void dm_round(DmState<HD> &st, const DmRound<H
                 if (e < 2) mx0 = fmaxf(mx0, v);
                 else mx1 = fmaxf(mx1, v);
             }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
-    const float c0 = mn0 == -INFINITY ? 1.0f : exp2f(st.m0 - mn0);
-    const float c1 = mn1 == -INFINITY ? 1.0f : exp2f(st.m1 - mn1);
-    const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const FaStep f = fa_step(st.m0, st.m1, mx0, mx1);
+    const float mn0 = f.mn0, mn1 = f.mn1, c0 = f.c0, c1 = f.c1, b0 = f.b0, b1 = f.b1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int u = 0; u < TU; u++)
