@@ -1444,6 +1444,7 @@ template <int HD, typename T, int TU, int MINB>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
                                                                                 int *counters) {
     constexpr int NP = 16 * TU;
+    static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
     const int g = blockIdx.x % a.n_kv_head, t = blockIdx.x / a.n_kv_head, h0 = g * G;
