@@ -360,9 +360,8 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
         a.tc = rf_gpu_attn_decode_tc(d->n_head, d->n_kv_head, d->head_dim, d->kv_type, st->max_pos + 1);
         /* The scratch is sized on first use for the most splits any decode batch (1..8 tokens)
          * can get at any context (the longest, the longest with one head per block and the longest
-         * before the tensor-core kernel): a
-         * captured graph keeps the scratch pointer, so the buffer must not be reallocated when a
-         * later step at a longer context asks for more splits. */
+         * before the tensor-core kernel): a captured graph keeps the scratch pointer, so the buffer
+         * must not be reallocated when a later step at a longer context asks for more splits. */
         size_t need = rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split);
         static const int n_pos_most[] = {1 << 30, RF_GPU_ATTN_GB1_MAX_POS - 1, RF_GPU_ATTN_TC_MIN_POS - 1};
         for (int nt = 1; nt <= 8 && g->attn_split <= 0; nt++)
