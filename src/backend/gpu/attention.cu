@@ -736,7 +736,7 @@ static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
 
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type);
 static int dec_tc_resident(uint32_t kv_type, int hd, int G);
-static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters);
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part);
 
 extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
                                          int n_pos, int n_sm) {
@@ -790,7 +790,9 @@ static int dec_launch_t(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, 
 
 static int g_dec_fused = -1; /* RF_ATTN_FUSED_COMBINE=0: always the separate combine kernel (A/B) */
 
-extern "C" int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split) {
+/* The f32 kernels combine the splits themselves (the last block of each group) where the counters
+ * and one thread's loop over the splits suffice. */
+static bool dec_fused(int n_tokens, int n_head, int n_kv_head, int n_split) {
     if (g_dec_fused < 0) g_dec_fused = !(getenv("RF_ATTN_FUSED_COMBINE") && atoi(getenv("RF_ATTN_FUSED_COMBINE")) == 0);
     if (n_tokens <= 0 || n_kv_head <= 0 || n_head % n_kv_head) return 0;
     if (n_split < 1) n_split = 1;
@@ -832,7 +834,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
      * after the tensor-core kernel: its blocks serve a whole group (G * head_dim outputs for the
      * last block's loop over the splits: 8B shape at 2048 positions, 32 splits, 18.1 us fused
      * against 13.3 us at 4096 positions with the combine kernel, H200) */
-    const bool fused = !a->tc && rf_gpu_attn_decode_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
+    const bool fused = !a->tc && dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
     if (a->xq && (a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
     if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
@@ -840,7 +842,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     if (a->tc && (a->k_new || !dec_tc_capable(a->n_head, a->n_kv_head, a->head_dim, a->kv_type) ||
                   ((uintptr_t)a->q | (uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16))
         return invalid_value();
-    int rc = a->tc ? dec_tc_launch(st, a, n_split, part, counters)
+    int rc = a->tc ? dec_tc_launch(st, a, n_split, part)
              : a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
              : a->kv_type == RF_TYPE_Q8_0 ? dec_launch_t<kv_q8>(st, a, n_split, part, counters, vec)
                                           : dec_launch_t<float>(st, a, n_split, part, counters, vec);
@@ -1048,7 +1050,7 @@ static __device__ __forceinline__ FaStep fa_step(float m0, float m1, float mx0, 
 }
 /* Eight cache elements as eight f16 (four words, element pairs low half first): an f16 cache as
  * stored, an f32 one rounded to nearest (the same values as fa_pack of the f32 elements), a q8_0
- * one scaled in f32 and rounded to nearest. */
+ * one as code times scale rounded to nearest (q8_h4). */
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<__half> &r) { return r.u; }
 static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<float> &r) {
     return make_uint4(fa_pack(r.a.x, r.a.y), fa_pack(r.a.z, r.a.w), fa_pack(r.b.x, r.b.y), fa_pack(r.b.z, r.b.w));
@@ -1255,15 +1257,14 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
 /* ---- decode on tensor cores (CUDA sm_80+): GQA groups at long contexts --------------------------
  * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
  * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
- * blocks per SM, a register cap). Block (t, g, s) takes all G =
- * n_head / n_kv_head query heads of group g (2 <= G <= 16) for token t and the positions of split
+ * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of group g (2 <= G <= 16) for token t and the positions of split
  * s as attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
  * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of
  * that range. Per round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16
  * positions (rows: the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k:
  * head dims), one online-softmax step per row over the round's NP positions in base 2 (scale *
- * log2 e folded in), O += P V (P rounded to f16; columns: head dims). No shared memory in the loop: each lane loads its own fragments from
- * the cache, 16-byte vectors of one row. That works because the order of an mma's k (dims in S,
+ * log2 e folded in), O += P V (P rounded to f16; columns: head dims). No shared memory in the
+ * loop: each lane loads its own fragments from the cache, 16-byte vectors of one row. That works because the order of an mma's k (dims in S,
  * positions in P V) and of P V's n (dims) is free as long as both operands agree; lane (r, c), r =
  * lane / 4, c = lane % 4, holds
  *   for S: position 8n + r of each n8 tile n, dims [c * HD / 4, (c + 1) * HD / 4); step kk takes its
@@ -1272,9 +1273,8 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  *     column j is dim j * HD / 8 + n.
  * All of a round's K and V loads are issued before any is used; the next round's cache slots are
  * looked up (one per lane, fetched by shuffle) during the current one. The end is attn_dec_kernel's
- * (dec_block_out, and dec_combine_last where given counters): the same partials; the launcher gives
- * none, so attn_combine_kernel combines them and writes the int8 copy (the fused combine's serial
- * loop over the splits is too slow for G * head_dim outputs).
+ * (dec_block_out): the same partials, always combined by attn_combine_kernel, which also writes the
+ * int8 copy (the fused combine's serial loop over the splits is too slow for G * head_dim outputs).
  * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
  * accumulators f32: outputs differ from the CPU by ~1e-3 relative of the output scale. Limits:
  * |q|, |k|, |v| < 65504 (f16 range); an inf v at a position whose weight rounds to 0 in f16 gives
@@ -1441,8 +1441,7 @@ static __device__ __forceinline__ void dm_round(DmState<HD> &st, const DmRound<H
 }
 
 template <int HD, typename T, int TU, int MINB>
-static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
-                                                                                int *counters) {
+static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part) {
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
     extern __shared__ float dsm[];
@@ -1455,7 +1454,6 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int n_pos = a.pos[t] + 1, per = (n_pos + n_split - 1) / n_split;
     const int pb = s * per, pe = min(n_pos, pb + per), stride = nw * NP;
     const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
-    if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
@@ -1511,8 +1509,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         }
     }
     __syncthreads();
-    const bool direct = dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, counters != NULL);
-    if (counters && !direct) dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
+    dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
 }
 #endif
 
@@ -1568,8 +1565,7 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 }
 
 #if RF_GPU_CUDA
-typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
-/* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). */
+typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
 /* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). q8_0
  * instances are held to 128 / 168 registers (4 / 3 blocks per SM, no or 4 bytes of spills): 1B F16
  * file at 32k positions 813 -> 860 tokens/s, 8B-shaped kernel at 32k 48.2 -> 39.5 us; the float
@@ -1605,16 +1601,16 @@ static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
 #endif
 }
 
-static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters) {
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part) {
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
     const dec_tc_fn fn = dec_tc_kernel_t(a->kv_type, a->head_dim);
     gpuError_t err;
-    RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), dec_smem(a->head_dim, G), st, *a, part, counters);
+    RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), dec_smem(a->head_dim, G), st, *a, part);
     return (int)err;
 #else
-    (void)st, (void)a, (void)n_split, (void)part, (void)counters;
+    (void)st, (void)a, (void)n_split, (void)part;
     return invalid_value();
 #endif
 }

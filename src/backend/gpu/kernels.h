@@ -79,7 +79,8 @@ typedef struct {
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
 /* Decode-style (split-K, flash-decoding): n_split partial passes per (token, GQA group of heads),
- * combined by the last pass of each group to finish (up to 32 splits; more: by a second kernel);
+ * combined by the last pass of each group to finish (up to 32 splits; more, or after the
+ * tensor-core kernel: by a second kernel);
  * scratch holds rf_gpu_attn_decode_scratch(...) bytes and must be zero-filled before its first use
  * (it begins with counters that every call leaves at zero). Correct for any batch and any
  * n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
@@ -112,9 +113,6 @@ int rf_gpu_attention_decode_tc(int mode);
  * multiprocessors. */
 int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
                                int n_split, int n_sm);
-/* 1 when rf_gpu_attention_decode with these sizes combines the splits in the same kernel (the
- * f32 kernels; after the tensor-core kernel, a.tc, a combine kernel always does). */
-int rf_gpu_attn_decode_fused(int n_tokens, int n_head, int n_kv_head, int n_split);
 /* Prefill (query tiles x key tiles with online softmax in shared memory). Correct for any batch. */
 int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a);
 /* Prefill on tensor cores (CUDA sm_80+, head_dim 64 or 128, n_head / n_kv_head <= 64, 16-byte
