@@ -1566,13 +1566,19 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 
 #if RF_GPU_CUDA
 typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
-/* Two rounds of 16 positions in flight per warp at head_dim 64, one at 128 (the same bytes). q8_0
+/* Rounds of 32 positions per warp (TU 2), but 16 for the f32 and q8_0 caches at head_dim 128
+ * (f32 spills 932 bytes with 32; q8_0 holds 3 blocks per SM with 16 and keeps them). q8_0
  * instances are held to 128 / 168 registers (4 / 3 blocks per SM, no or 4 bytes of spills): 1B F16
  * file at 32k positions 813 -> 860 tokens/s, 8B-shaped kernel at 32k 48.2 -> 39.5 us; the float
- * formats spill there and lose (1B f16 814 -> 783; H200, docs/PERF.md). */
+ * formats spill there and lose (1B f16 814 -> 783). f16 at head_dim 128 with 32 positions (255
+ * registers, 2 blocks per SM as with 16): 8B-shaped file at 32k 293.1 -> 300.9; 64 positions at
+ * head_dim 64 (two slots per lane) lost at 32k (1B f16 828.5 -> 818.0, q8_0 861.7 -> 818.3-824.5;
+ * H200, docs/PERF.md). */
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
     enum { Q8 = kv_fmt<T>::Q8 };
-    return hd == 64 ? attn_dec_mma_kernel<64, T, 2, Q8 ? 4 : 1> : attn_dec_mma_kernel<128, T, 1, Q8 ? 3 : 1>;
+    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, Q8 ? 4 : 1>;
+    if constexpr (sizeof(T) == 2) return attn_dec_mma_kernel<128, T, 2, 1>; /* f16 */
+    else return attn_dec_mma_kernel<128, T, 1, Q8 ? 3 : 1>;
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
     return kv_type == RF_TYPE_F16 ? dec_tc_kernel<__half>(hd) : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
