@@ -1283,6 +1283,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * dec_smem(HD, G). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
+static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
 
 /* N consecutive cache elements of one row within one q8_0 block (N = 8, 16 or 32, the first a
  * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 as N codes (one load of
