@@ -14,8 +14,9 @@ the end of the instance before it (its predecessor in the stream). Columns, us:
   comp     end - last staging end
   spread   end - the first block's end
   stg_b / cmp_b   medians over blocks of their own staging and remaining times
-  first    k_mvt: median time from a block's staging end to its first ring slot ready
-  w0loop   k_mvt: median time of warp 0's loop
+  first    k_mvt: median time from a block's staging end to its first ring slot ready;
+           the decode attention: from its release to q loaded (and rotated)
+  w0loop   k_mvt: median time of warp 0's loop; the attention: from q to warp 0's loop end
 The stamps themselves slow a step by ~5%: compare phases, not absolute step times. A block writes
 its record after its end stamp (an atomic and 128 bytes), so rel0 / rel1 include that write of the
 predecessor's last block (0.5-1 us under load).
@@ -52,8 +53,9 @@ def instances(recs):
                             e0=min(r[0] for r in ch), w0=min(r[1] for r in ch), w1=max(r[1] for r in ch),
                             s1=max(r[2] for r in ch), end=max(r[3] for r in ch), endmin=min(r[3] for r in ch),
                             stg=st.median([r[2] - r[1] for r in ch]), cmp=st.median([r[3] - r[2] for r in ch]),
-                            first=st.median([r[4] - r[2] for r in ch]) if tag == 1 else 0,
-                            w0loop=st.median([r[5] - r[4] for r in ch]) if tag == 1 else 0))
+                            first=st.median([r[4] - r[2] for r in ch]) if tag == 1 else
+                            st.median([r[4] - r[1] for r in ch]) if tag == 4 and ch[0][4] else 0,
+                            w0loop=st.median([r[5] - r[4] for r in ch]) if tag in (1, 4) and ch[0][5] else 0))
     return sorted(out, key=lambda d: d["end"])
 
 

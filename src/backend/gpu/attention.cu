@@ -441,6 +441,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         for (int e = 0; e < 8; e++) qr[j][e] = j < nh && d0 + e < hd ? qh[d0 + e] : 0.0f;
         if (fr) dec_rope8(qr[j], d0, lane, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
     }
+    RF_STAMP_AFTER(4, qr[0][0]);
     float m[GB], l[GB], acc[GB][8];
 #pragma unroll
     for (int j = 0; j < GB; j++) {
@@ -570,6 +571,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
             }
         }
     }
+    RF_STAMP_AFTER(5, acc[0][0]);
     /* merge the sub-groups of the warp (every lane ends with the warp's state for its dims) */
     for (int o = LP; o < ws; o <<= 1) {
 #pragma unroll

@@ -47,10 +47,20 @@ HD float mm_bits2f(uint32_t u) {
 
 HD float mm_bf2f(uint16_t h) { return mm_bits2f((uint32_t)h << 16); }
 
-/* Loads. `a2`: address 2-byte aligned, `a4`: 4, `a16`: 16. Out: little-endian 32-bit words. */
-HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* Loads of weight bytes (every use of the helpers below). A decode step reads each weight once,
+ * gigabytes through a 50 MB L2, so on CUDA they are streaming loads (ld.global.cs: evict-first in
+ * L1 and L2): they recycle their own lines instead of evicting what the step reuses (the K/V
+ * cache, activations, norm gains, the kernels' code). Plain loads on the host and on HIP. */
+#if defined(MM_DEVICE_PASS) && !defined(MM_HIP)
+#define MM_LDW(T, p) (__isGlobal(p) ? __ldcs((const T *)(p)) : *(const T *)(p))
+#else
+#define MM_LDW(T, p) (*(const T *)(p))
+#endif
+
+/* `a2`: address 2-byte aligned, `a4`: 4, `a16`: 16. Out: little-endian 32-bit words. */
+HD uint16_t ld16(const uint8_t *p) { return MM_LDW(unsigned short, p); }
 HD uint32_t ld32_a2(const uint8_t *p) { return (uint32_t)ld16(p) | ((uint32_t)ld16(p + 2) << 16); }
-HD uint32_t ld32_a4(const uint8_t *p) { return *(const uint32_t *)p; }
+HD uint32_t ld32_a4(const uint8_t *p) { return MM_LDW(unsigned int, p); }
 
 template <int NB> HD void ldw_a2(const uint8_t *p, uint32_t *out) {
 MM_UNROLL
@@ -63,7 +73,7 @@ MM_UNROLL
 template <int NB> HD void ldw_a16(const uint8_t *p, uint32_t *out) {
 MM_UNROLL
     for (int i = 0; i < NB / 16; i++) {
-        const uint4 v = *(const uint4 *)(p + 16 * i);
+        const uint4 v = MM_LDW(uint4, p + 16 * i);
         out[4 * i] = v.x;
         out[4 * i + 1] = v.y;
         out[4 * i + 2] = v.z;

@@ -59,10 +59,17 @@ __device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mm_smem_u32(bar)), "r"(bytes)
                  : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     mm_smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(mm_smem_u32(bar))
-                 : "memory");
+    /* Weights: evict-first in L2, as MM_LDW (matmul_decoders.cuh). The operand is the 64-bit L2
+     * cache policy that createpolicy.fractional.L2::evict_first with fraction 1.0 stands for (the
+     * value CUTLASS names CacheHintSm90::EVICT_FIRST). A policy made by createpolicy at run time
+     * made the kernel fault on the H200 ("operation not supported on global/shared address
+     * space"; Triton reports ptxas bugs with fractional policies on async copies). */
+    const uint64_t pol = 0x12F0000000000000ull;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            mm_smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(mm_smem_u32(bar)), "l"(pol)
+        : "memory");
 #else
     (void)dst, (void)src, (void)bytes, (void)bar;
     __trap();
@@ -89,12 +96,12 @@ __device__ __forceinline__ void mm_mbar_wait(uint64_t *bar, uint32_t parity) {
 /* NW little-endian words of the bytes [p, p + 4 NW), p 2-byte aligned: NW (+1 when p % 4 == 2)
  * aligned word loads, then a 16-bit funnel shift. Reads no word outside [p & ~3, p + 4 NW). */
 template <int NW> HD void ldw_u2(const uint8_t *p, uint32_t *out) {
-    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
     const bool odd = ((uintptr_t)p & 2) != 0;
+    const uint32_t *a = (const uint32_t *)(p - (odd ? 2 : 0)); /* pointer arithmetic keeps the address space known */
     uint32_t w[NW + 1];
 MM_UNROLL
-    for (int i = 0; i < NW; i++) w[i] = a[i];
-    w[NW] = odd ? a[NW] : 0u;
+    for (int i = 0; i < NW; i++) w[i] = MM_LDW(unsigned int, a + i);
+    w[NW] = odd ? MM_LDW(unsigned int, a + NW) : 0u;
 MM_UNROLL
     for (int i = 0; i < NW; i++) out[i] = odd ? ((w[i] >> 16) | (w[i + 1] << 16)) : w[i];
 }

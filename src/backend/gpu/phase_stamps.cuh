@@ -7,8 +7,9 @@
  * RF_STAMP(i) (thread 0 of the block records %globaltimer and clock64) and ends with
  * RF_STAMPS_END(tag) (a barrier, point 3, then thread 0 appends one record to a ring holding the
  * last RF_STAMP_CAP blocks of this translation unit). Points used: 1 after the grid dependency
- * wait, 2 after the input staging (or the attention's loop), 3 the block's end, 4 and 5 k_mvt's
- * first ring slot ready and warp 0's loop end. rf_phase_stamps_dump_<file>() (gpu_backend.c calls
+ * wait, 2 after the input staging (or the attention's loop and warp merge), 3 the block's end, 4 and
+ * 5 k_mvt's first ring slot ready and warp 0's loop end, or the decode attention's q loaded (and
+ * rotated) and warp 0's loop end. rf_phase_stamps_dump_<file>() (gpu_backend.c calls
  * them at destroy) writes the ring to $RF_STAMPS_OUT/stamps-<file>.bin; scripts/phase_timeline.py
  * reads those files. Each translation unit has its own ring (no relocatable device code). */
 #ifndef RF_PHASE_STAMPS_CUH
@@ -75,6 +76,15 @@ static void rf_phase_stamps_write(const char *name) {
     RfStamps rf_st_ = {}; \
     rf_stamp_at(rf_st_, 0)
 #define RF_STAMP(i) rf_stamp_at(rf_st_, (i))
+/* RF_STAMP after the float v is computed (the timer read takes v as an input operand, so the
+ * compiler cannot hoist it above the work that produces v). */
+#define RF_STAMP_AFTER(i, v) \
+    do { \
+        if (threadIdx.x == 0) { \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(rf_st_.g[(i)]) : "f"(v)); \
+            rf_st_.c[(i)] = clock64(); \
+        } \
+    } while (0)
 #define RF_STAMPS_END(tag) \
     do { \
         __syncthreads(); \
@@ -84,6 +94,7 @@ static void rf_phase_stamps_write(const char *name) {
 #else
 #define RF_STAMPS_BEGIN (void)0
 #define RF_STAMP(i) (void)0
+#define RF_STAMP_AFTER(i, v) (void)0
 #define RF_STAMPS_END(tag) (void)0
 #endif
 
