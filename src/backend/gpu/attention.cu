@@ -73,14 +73,26 @@ static __device__ __forceinline__ void kv_zero8(kv_raw8<kv_q8> &r) {
     r.q = make_uint2(0u, 0u);
     r.d = __float2half(0.0f);
 }
-static __device__ __forceinline__ void kv_load8(kv_raw8<float> &r, const char *p, int) {
-    r.a = ((const float4 *)p)[0];
-    r.b = ((const float4 *)p)[1];
+/* A load of cached K/V, plain or (S) streaming: CUDA's ld.global.cs, evict-first in L1 and L2, as
+ * the weights are loaded (matmul_decoders.cuh, MM_LDW). The long-context kernels stream: their
+ * K/V, hundreds of MB per step, would otherwise push out of the L2 what the step reuses. Short
+ * contexts load plainly: there a layer's rows stay in the L2 from one step to the next. */
+template <bool S, typename V> static __device__ __forceinline__ V kv_ldv(const void *p) {
+#if !RF_GPU_HIP
+    if (S) return __ldcs((const V *)p);
+#endif
+    return *(const V *)p;
 }
-static __device__ __forceinline__ void kv_load8(kv_raw8<__half> &r, const char *p, int) { r.u = *(const uint4 *)p; }
-static __device__ __forceinline__ void kv_load8(kv_raw8<kv_q8> &r, const char *p, int soff) {
-    r.q = *(const uint2 *)p;
-    r.d = *(const __half *)(p + soff);
+template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw8<float> &r, const char *p, int) {
+    r.a = kv_ldv<S, float4>(p);
+    r.b = kv_ldv<S, float4>(p + 16);
+}
+template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw8<__half> &r, const char *p, int) {
+    r.u = kv_ldv<S, uint4>(p);
+}
+template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw8<kv_q8> &r, const char *p, int soff) {
+    r.q = kv_ldv<S, uint2>(p);
+    r.d = kv_ldv<S, __half>(p + soff);
 }
 static __device__ __forceinline__ void kv_cvt8(const kv_raw8<float> &r, float *x) {
     x[0] = r.a.x; x[1] = r.a.y; x[2] = r.a.z; x[3] = r.a.w;
@@ -507,8 +519,8 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
                     kv_zero8(kr[u]);
                     kv_zero8(vr[u]);
                     if (ok[u] && d0 < hd) {
-                        kv_load8(kr[u], (const char *)(kbase + (int64_t)sl * rs), soff);
-                        kv_load8(vr[u], (const char *)(vbase + (int64_t)sl * rs), soff);
+                        kv_load8<!fr>(kr[u], (const char *)(kbase + (int64_t)sl * rs), soff);
+                        kv_load8<!fr>(vr[u], (const char *)(vbase + (int64_t)sl * rs), soff);
                     }
                 } else {
 #pragma unroll
@@ -1301,23 +1313,23 @@ template <typename T, int N>
 static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
 #pragma unroll
     for (int i = 0; i < N / 8; i++)
-        kv_load8(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
+        kv_load8<true>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
 }
 template <int N>
 static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q8, N> &x, const void *cache, int slot, int kv_dim,
                                                      int e) {
     const char *p = kv_at<kv_q8>(cache, slot, kv_dim, e);
     if (N == 8) {
-        const uint2 v = *(const uint2 *)p;
+        const uint2 v = kv_ldv<true, uint2>(p);
         x.q[0] = v.x, x.q[1] = v.y;
     } else {
 #pragma unroll
         for (int i = 0; i < N / 16; i++) {
-            const uint4 v = ((const uint4 *)p)[i];
+            const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
             x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
         }
     }
-    x.d = *(const __half *)(p + kv_fmt<kv_q8>::scale_off(kv_dim, e));
+    x.d = kv_ldv<true, __half>(p + kv_fmt<kv_q8>::scale_off(kv_dim, e));
 }
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
 #pragma unroll
