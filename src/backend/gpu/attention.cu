@@ -263,7 +263,8 @@ static int invalid_value(void) {
  * sub-group 0's softmax state from registers, so no block waits for that store.
  * Before the grid dependency wait each lane prefetches into L2 the K and V rows (its head group's
  * slice) of the position it looks up for its warp's first chunk (dec_prefetch_l2; CUDA only; the RK
- * instance only).
+ * instance only). K/V rows are loaded plainly in the RK instance and as streaming loads in the
+ * others (kv_load8<S>), which long contexts take.
  * Correct for any n_split >= 1. Dynamic shared memory: dec_smem(hd, GB). */
 #define DEC_THREADS 128
 /* Positions in flight per sub-group for blocks of one or two heads (the registers allow 8 there;
@@ -1301,7 +1302,8 @@ static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states f
 
 /* N consecutive cache elements of one row within one q8_0 block (N = 8, 16 or 32, the first a
  * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 as N codes (one load of
- * N bytes up to 16) and the block's scale (one load, not one per 8 elements). */
+ * N bytes up to 16) and the block's scale (one load, not one per 8 elements). Streaming loads
+ * (kv_ldv): the tensor-core decode runs at long contexts only. */
 template <typename T, int N> struct kv_piece {
     kv_raw8<T> p[N / 8];
 };
