@@ -15,6 +15,7 @@
  * requirement: 16-byte loads are used when the caches are 16-byte aligned and head_dim % 8 == 0,
  * narrower ones otherwise. */
 #include <stdlib.h>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/kv_format.h"
@@ -1272,16 +1273,17 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
 /* ---- decode on tensor cores (CUDA sm_80+): GQA groups at long contexts --------------------------
  * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
  * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
- * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of group g (2 <= G <= 16) for token t and the positions of split
- * s as attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
- * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of
- * that range. Per round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16
- * positions (rows: the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k:
- * head dims), one online-softmax step per row over the round's NP positions in base 2 (scale *
- * log2 e folded in), O += P V (P rounded to f16; columns: head dims). No shared memory in the
- * loop: each lane loads its own fragments from the cache, 16-byte vectors of one row. That works because the order of an mma's k (dims in S,
- * positions in P V) and of P V's n (dims) is free as long as both operands agree; lane (r, c), r =
- * lane / 4, c = lane % 4, holds
+ * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of
+ * group g (2 <= G <= 16) for token t and the positions of split s as attn_dec_kernel does
+ * ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos = pos[t] + 1 read on
+ * the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of that range. Per
+ * round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16 positions (rows:
+ * the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k: head dims), one
+ * online-softmax step per row over the round's NP positions in base 2 (scale * log2 e folded in),
+ * O += P V (P rounded to f16; columns: head dims). No shared memory in the loop: each lane loads
+ * its own fragments from the cache, 16-byte vectors of one row. That works because the order of
+ * an mma's k (dims in S, positions in P V) and of P V's n (dims) is free as long as both operands
+ * agree; lane (r, c), r = lane / 4, c = lane % 4, holds
  *   for S: position 8n + r of each n8 tile n, dims [c * HD / 4, (c + 1) * HD / 4); step kk takes its
  *     dims c * HD / 4 + 4 kk .. + 3 (q's A fragment the same dims of each head);
  *   for P V: positions 2c, 2c + 1, 8 + 2c, 9 + 2c, dims [r * HD / 8, (r + 1) * HD / 8); output tile n,
@@ -1594,7 +1596,7 @@ typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
     enum { Q8 = kv_fmt<T>::Q8 };
     if (hd == 64) return attn_dec_mma_kernel<64, T, 2, Q8 ? 4 : 1>;
-    if constexpr (sizeof(T) == 2) return attn_dec_mma_kernel<128, T, 2, 1>; /* f16 */
+    if constexpr (std::is_same<T, __half>::value) return attn_dec_mma_kernel<128, T, 2, 1>;
     else return attn_dec_mma_kernel<128, T, 1, Q8 ? 3 : 1>;
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
