@@ -641,6 +641,12 @@ static void test_rope_attention(void) {
         rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
+    /* the 7B shape (one head per block) at lengths around a warp's round (16 positions for f16,
+     * 8 for q8_0), the four warps' first rounds (64) and their first chunks of 32 (128) */
+    static const int lens7[] = {16, 17, 63, 64, 65, 129};
+    for (size_t li = 0; li < RF_ARRAY_LEN(lens7); li++)
+        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0,
+                            li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
 }
 #endif
 
