@@ -34,9 +34,11 @@ const char *rf_build_info(void);
 /* GPUs this build can use on this machine (0: none, or no GPU backend built). */
 int rf_gpu_devices(void);
 
+#define RF_MAX_THREADS 1024
+
 typedef struct {
     const char *device; /* "cpu" (default), "cpu-ref" (exact reference ops), "gpu", "gpu:N" */
-    int n_threads;      /* CPU threads; <= 0: one per physical core */
+    int n_threads;      /* CPU threads, at most RF_MAX_THREADS; <= 0: one per physical core */
     int n_gpu_layers;   /* layers on the GPU; < 0: all */
 } rf_model_params;
 

@@ -413,6 +413,12 @@ static void test_kv_types(void) {
           c ? "(accepted)" : rf_error());
     rf_context_free(c);
     rf_model_free(m);
+    /* a thread count far beyond any machine: refused by name, not a hang */
+    mp.n_threads = RF_MAX_THREADS + 1;
+    m = rf_model_load(path, &mp);
+    CHECK(m == NULL && strstr(rf_error(), "CPU threads"), "n_threads %d accepted or badly reported: %s",
+          mp.n_threads, m ? "(accepted)" : rf_error());
+    rf_model_free(m);
 }
 
 int main(void) {
