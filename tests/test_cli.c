@@ -69,6 +69,10 @@ int main(void) {
     bad(args, "bad value 'abc' for -n");
     snprintf(args, sizeof args, "run -m %s -p hi --temp", stories);
     bad(args, "needs a value");
+    snprintf(args, sizeof args, "run -m %s -p hi -t 99999", stories);
+    bad(args, "99999 CPU threads asked for: at most 1024");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -d -3", stories);
+    bad(args, "-n and -d must be >= 0");
     snprintf(args, sizeof args, "run -m %s -p 'Once upon a time there was a girl' -c 4", stories);
     bad(args, "does not fit the context");
     snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);

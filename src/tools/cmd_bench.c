@@ -98,7 +98,7 @@ int cmd_bench(int argc, char **argv) {
         n_pp = (int)v;
     }
     int n_tg = a.n_predict;
-    if (n_tg < 0 || a.reps <= 0) return rf_fail("-n must be >= 0 and -r > 0");
+    if (n_tg < 0 || a.reps <= 0 || a.depth < 0) return rf_fail("-n and -d must be >= 0, -r > 0");
     rf_model *m = rf_cli_load(&a);
     if (!m) return 1;
     rf_context_params cp = rf_context_default_params();
