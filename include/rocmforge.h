@@ -34,7 +34,7 @@ const char *rf_build_info(void);
 /* GPUs this build can use on this machine (0: none, or no GPU backend built). */
 int rf_gpu_devices(void);
 
-#define RF_MAX_THREADS 1024
+#define RF_MAX_THREADS 1024 /* the most CPU threads rf_model_load takes */
 
 typedef struct {
     const char *device; /* "cpu" (default), "cpu-ref" (exact reference ops), "gpu", "gpu:N" */

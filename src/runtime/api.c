@@ -23,15 +23,14 @@ rf_model_params rf_model_default_params(void) {
 
 rf_model *rf_model_load(const char *path, const rf_model_params *params) {
     rf_model_params p = params ? *params : rf_model_default_params();
-    rf_model *m = rf_model_open(path);
-    if (!m) return NULL;
-    const char *dev = p.device ? p.device : "cpu";
     if (p.n_threads > RF_MAX_THREADS) {
         /* thousands of spinning workers on a few cores make every step crawl: an error, not a hang */
         rf_set_error("%d CPU threads asked for: at most %d", p.n_threads, RF_MAX_THREADS);
-        rf_model_close(m);
         return NULL;
     }
+    rf_model *m = rf_model_open(path);
+    if (!m) return NULL;
+    const char *dev = p.device ? p.device : "cpu";
     bool gpu = !strncmp(dev, "gpu", 3);
     if (gpu && p.n_gpu_layers >= 0 && p.n_gpu_layers < m->hp.n_layer) {
         /* Splitting layers between devices is not implemented; running some layers elsewhere
