@@ -413,9 +413,14 @@ static void test_kv_types(void) {
           c ? "(accepted)" : rf_error());
     rf_context_free(c);
     rf_model_free(m);
-    /* a thread count far beyond any machine: refused by name, not a hang */
+}
+
+/* A thread count far beyond any machine is refused by name (before the file is read), not a hang. */
+static void test_thread_cap(void) {
+    rf_model_params mp = rf_model_default_params();
+    mp.device = "cpu";
     mp.n_threads = RF_MAX_THREADS + 1;
-    m = rf_model_load(path, &mp);
+    rf_model *m = rf_model_load(test_shared("models/stories260K.gguf"), &mp);
     CHECK(m == NULL && strstr(rf_error(), "CPU threads"), "n_threads %d accepted or badly reported: %s",
           mp.n_threads, m ? "(accepted)" : rf_error());
     rf_model_free(m);
@@ -424,6 +429,7 @@ static void test_kv_types(void) {
 int main(void) {
     test_seed();
     test_kv_types();
+    test_thread_cap();
     /* Each device with its default cache (cpu*: f32; a GPU: f16), the CPU also with an f16 cache
      * (llama.cpp's golden data was made with one) and a q8_0 one, a GPU also with f32 and q8_0. */
     const char *extra = getenv("ROCMFORGE_TEST_DEVICE");
