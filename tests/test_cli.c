@@ -72,7 +72,31 @@ int main(void) {
     snprintf(args, sizeof args, "run -m %s -p hi -t 99999", stories);
     bad(args, "99999 CPU threads asked for: at most 1024");
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -d -3", stories);
-    bad(args, "-n and -d must be >= 0");
+    bad(args, "bad value '-3' for -d");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n -4", stories);
+    bad(args, "bad value '-4' for -n");
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 0", stories);
+    bad(args, "bad value 0 for -r");
+    /* lists (bench's -p, -n, -d, as llama-bench takes them): malformed ones, and only where allowed */
+    const char *bad_lists[][2] = {{"-n 4,,8", "for -n"}, {"-n 4,", "for -n"}, {"-p 8,x", "for -p"},
+                                  {"-d ,8", "for -d"}, {"-d 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "up to 16"},
+                                  {"-p 8,-1", "for -p"}, {"-d 99999999999", "for -d"}};
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+        snprintf(args, sizeof args, "bench -m %s -r 1 %s", stories, bad_lists[i][0]);
+        bad(args, bad_lists[i][1]);
+    }
+    snprintf(args, sizeof args, "run -m %s -p hi -n 4,8", stories);
+    bad(args, "bad value '4,8' for -n: expected an integer");
+    /* -h / --help after a command: its usage on stdout, exit 0; as a flag's value it is a value */
+    CHECK(run("bench -h") == 0 && strstr(out_buf, "bench ") && strstr(out_buf, "comma-separated") &&
+              !strstr(out_buf, "mkmodel") && !err_buf[0],
+          "bench -h: %s / %s", out_buf, err_buf);
+    CHECK(run("mkmodel --help") == 0 && strstr(out_buf, "--vocab") && !strstr(out_buf, "bench "),
+          "mkmodel --help: %s", out_buf);
+    CHECK(run("help") == 0 && strstr(out_buf, "bench ") && strstr(out_buf, "mkmodel ") && strstr(out_buf, "COMMAND -h"),
+          "help: %s", out_buf);
+    snprintf(args, sizeof args, "tokenize -m %s -p -h --ids --no-bos", vocab);
+    CHECK(run(args) == 0 && strcmp(out_buf, "") && !strstr(out_buf, "usage"), "-p -h is a prompt: '%s'", out_buf);
     snprintf(args, sizeof args, "run -m %s -p 'Once upon a time there was a girl' -c 4", stories);
     bad(args, "does not fit the context");
     snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);
@@ -104,6 +128,23 @@ int main(void) {
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctk f16", stories);
     CHECK(run(args) == 0 && strstr(out_buf, "| model") && !strstr(out_buf, "type_k") && strstr(out_buf, "tg4"),
           "bench -ctk f16: %s %s", out_buf, err_buf);
+    /* lists: for every depth, every pp then every tg, named as llama-bench names them */
+    snprintf(args, sizeof args, "bench -m %s -p 8,16 -n 4,0 -d 0,8 -r 1 --device cpu", stories);
+    {
+        const char *want[] = {"| pp8 |", "| pp16 |", "| tg4 |", "| pp8 @ d8 |", "| pp16 @ d8 |", "| tg4 @ d8 |"};
+        int rc = run(args), rows = 0, order = 1;
+        const char *at = out_buf;
+        for (const char *p = out_buf; (p = strstr(p, "| llama ")); p++) rows++;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            char cell[32]; /* the test column is right-aligned in 15 characters */
+            snprintf(cell, sizeof cell, " %15.*s |", (int)strlen(want[i]) - 4, want[i] + 2);
+            const char *q = strstr(at, cell);
+            if (!q) order = 0;
+            else at = q;
+        }
+        CHECK(rc == 0 && rows == 6 && order && !strstr(out_buf, "tg0"), "bench lists: %d rows, order %d: %s %s",
+              rows, order, out_buf, err_buf);
+    }
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctv f32", stories);
     CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|    f32 |    f32 |"),
           "bench -ctv f32: %s %s", out_buf, err_buf);

@@ -36,21 +36,22 @@ typedef enum { T_STR, T_INT, T_FLOAT, T_U64, T_BOOL } kind;
 typedef struct {
     const char *shrt, *lng;
     kind k;
-    size_t off;
+    size_t off, list_off; /* list_off: its rf_int_list, 0 for none */
 } opt;
 
-#define O(s, l, k, f) {s, l, k, offsetof(rf_args, f)}
+#define O(s, l, k, f) {s, l, k, offsetof(rf_args, f), 0}
+#define OL(s, l, f, lf) {s, l, T_INT, offsetof(rf_args, f), offsetof(rf_args, lf)}
 static const opt opts[] = {
     O("-m", "--model", T_STR, model),
     O("-p", "--prompt", T_STR, prompt),
     O("-f", "--file", T_STR, file),
-    O("-n", "--n-predict", T_INT, n_predict),
+    OL("-n", "--n-predict", n_predict, n_predict_list),
     O("-c", "--ctx-size", T_INT, n_ctx),
     O("-t", "--threads", T_INT, n_threads),
     O("-b", "--batch-size", T_INT, n_batch),
     O("-s", "--seed", T_U64, seed),
     O("-r", "--repetitions", T_INT, reps),
-    O("-d", "--n-depth", T_INT, depth),
+    OL("-d", "--n-depth", depth, depth_list),
     O("-ngl", "--n-gpu-layers", T_INT, n_gpu_layers),
     O(NULL, "--device", T_STR, device),
     O(NULL, "--temp", T_FLOAT, temp),
@@ -80,11 +81,30 @@ static const opt opts[] = {
     O("-ctv", "--cache-type-v", T_STR, cache_type_v),
 };
 
-static bool allowed_has(const char *allowed, const char *name) {
+/* 0: `name` is not in `allowed`; 1: it is; 2: it is, as a list ("-n,"). */
+static int allowed_has(const char *allowed, const char *name) {
     size_t n = strlen(name);
     for (const char *p = allowed; (p = strstr(p, name)); p += n)
-        if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return true;
-    return false;
+        if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0 || p[n] == ','))
+            return p[n] == ',' ? 2 : 1;
+    return 0;
+}
+
+int rf_args_int_list(const char *s, const char *flag, long lo, long hi, rf_int_list *out) {
+    out->n = 0;
+    for (const char *p = s;; p++) {
+        char *end = NULL;
+        errno = 0;
+        const long v = strtol(p, &end, 10);
+        if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || out->n == RF_ARGS_LIST_MAX) {
+            rf_fail("bad value '%s' for %s: expected up to %d comma-separated integers in [%ld, %ld]", s, flag,
+                    RF_ARGS_LIST_MAX, lo, hi);
+            return -1;
+        }
+        out->v[out->n++] = (int)v;
+        if (!*end) return 0;
+        p = end;
+    }
 }
 
 int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first) {
@@ -100,10 +120,16 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         } else {
             snprintf(name, sizeof name, "%s", arg);
         }
+        if (!val && (!strcmp(name, "-h") || !strcmp(name, "--help"))) {
+            rf_usage(stdout, cmd);
+            return 1;
+        }
         const opt *o = NULL;
         for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++)
             if ((opts[j].shrt && !strcmp(name, opts[j].shrt)) || !strcmp(name, opts[j].lng)) o = &opts[j];
-        if (!o || !(allowed_has(allowed, o->lng) || (o->shrt && allowed_has(allowed, o->shrt)))) {
+        int allow = o ? allowed_has(allowed, o->lng) : 0;
+        if (o && o->shrt && allowed_has(allowed, o->shrt) > allow) allow = allowed_has(allowed, o->shrt);
+        if (!allow) {
             if (name[0] != '-') rf_fail("unexpected argument '%s' for '%s' (see 'rocmforge help')", arg, cmd);
             else rf_fail("unknown flag '%s' for '%s' (see 'rocmforge help')", name, cmd);
             return -1;
@@ -129,6 +155,12 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         switch (o->k) {
         case T_STR: *(const char **)dst = val; break;
         case T_INT: {
+            if (allow == 2 && o->list_off) {
+                rf_int_list *l = (rf_int_list *)((char *)a + o->list_off);
+                if (rf_args_int_list(val, name, 0, RF_ARGS_LIST_HI, l)) return -1;
+                *(int *)dst = l->v[0];
+                break;
+            }
             long v = strtol(val, &end, 10);
             if (!*val || *end || errno || v < INT_MIN || v > INT_MAX) {
                 rf_fail("bad value '%s' for %s: expected an integer", val, name);

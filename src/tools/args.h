@@ -5,11 +5,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* A comma-separated list of counts (bench's -p / -n / -d, as llama-bench takes them): at most
+ * RF_ARGS_LIST_MAX values, each in [0, RF_ARGS_LIST_HI] (so that sums of two stay within an int). */
+#define RF_ARGS_LIST_MAX 16
+#define RF_ARGS_LIST_HI (1 << 22)
+typedef struct {
+    int n, v[RF_ARGS_LIST_MAX];
+} rf_int_list;
 
 typedef struct {
     const char *model, *prompt, *file, *device, *logits_out, *out, *vocab, *arch, *type;
     const char *cache_type_k, *cache_type_v; /* -ctk / -ctv as given, NULL when absent */
     int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench, depth;
+    rf_int_list n_predict_list, depth_list; /* -n / -d where a command takes lists (else n = 0) */
     uint64_t seed;
     bool seed_set;
     float temp, top_p, min_p, repeat_penalty, freq_penalty, presence_penalty;
@@ -20,9 +30,16 @@ typedef struct {
 } rf_args;
 
 /* Parses argv[first..argc) for subcommand `cmd`, accepting only the flags listed in `allowed`
- * (space-separated long or short names, e.g. "-m -p --temp"). On error prints one line to
- * stderr and returns -1. */
+ * (space-separated long or short names, e.g. "-m -p --temp"; a name followed by a comma, "-n,",
+ * takes a list of counts where the flag has a list field: -n, -d). Returns 0; -1 after
+ * printing one error line to stderr; 1 after printing the command's usage to stdout for -h /
+ * --help (the command then exits with status 0). */
 int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first);
+/* Parses "A,B,..." (at most RF_ARGS_LIST_MAX integers, each in [lo, hi]) into *out; on a bad list
+ * prints one error line naming flag and returns -1. */
+int rf_args_int_list(const char *s, const char *flag, long lo, long hi, rf_int_list *out);
+/* Prints the usage of command `cmd` (NULL: of every command) to f (main.c). */
+void rf_usage(FILE *f, const char *cmd);
 void rf_args_defaults(rf_args *a);
 /* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16", "f32" or "q8_0"; one flag alone
  * sets both, neither leaves RF_KV_AUTO (the device's choice). Another value, or K and V of

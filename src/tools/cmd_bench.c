@@ -1,11 +1,14 @@
 /* rocmforge bench: prompt processing (ppN) and generation (tgN) speed, printed as llama-bench
- * prints it so the two can be read side by side. Each test runs once as a warm-up, then -r
- * times; the table shows mean +- sample standard deviation of tokens/s.
- *   pp: N tokens of one fresh sequence in batches of -b (default: N) with the last logits asked;
- *       timed until those logits are on the host.
+ * prints it so the two can be read side by side. -p, -n and -d take comma-separated lists, as
+ * llama-bench's do: for every depth D of -d, every ppN, then every tgN (0 skips a test). Each
+ * test runs once as a warm-up, then -r times; the table shows mean +- sample standard deviation
+ * of tokens/s.
+ *   pp: N tokens of one fresh sequence in batches of -b (default: the largest N, at most 2048)
+ *       with the last logits asked; timed until those logits are on the host.
  *   tg: N single-token steps of one fresh sequence, each sampled greedily on the device; timed
- *       until the last token id is on the host. With -d D the sequence first holds D tokens of
- *       context (prefilled, not timed): "tg128 @ d8192". */
+ *       until the last token id is on the host.
+ * With D > 0 the sequence first holds D tokens of context (prefilled, not timed): "pp512 @ d8192",
+ * "tg128 @ d8192". */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,14 +47,29 @@ static const char *ftype_label(int64_t ft) {
     }
 }
 
-static int run_pp(rf_context *c, int n, int n_vocab, double *secs) {
+/* Prefills `depth` tokens of context into seq (untimed; waits until they are done). */
+static int prefill_depth(rf_context *c, int seq, int depth, int n_vocab) {
+    if (depth <= 0) return 0;
+    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)depth);
+    if (!ctx) return -1;
+    for (int i = 0; i < depth; i++) ctx[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+    int rc = rf_cli_prefill(c, seq, ctx, depth, 0);
+    free(ctx);
+    return rc || !rf_get_logits(c, (depth - 1) % rf_context_n_batch(c)) ? -1 : 0;
+}
+
+/* n prompt tokens after `depth` tokens of context. */
+static int run_pp(rf_context *c, int n, int depth, int n_vocab, double *secs) {
     int seq = rf_seq_new(c);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
-    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 7919 + 13) % n_vocab);
-    double t0 = rf_time_s();
-    int rc = rf_cli_prefill(c, seq, tok, n, 0);
-    if (!rc && !rf_get_logits(c, (n - 1) % rf_context_n_batch(c))) rc = -1;
-    *secs = rf_time_s() - t0;
+    int rc = tok ? prefill_depth(c, seq, depth, n_vocab) : -1;
+    if (!rc) {
+        for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+        double t0 = rf_time_s();
+        rc = rf_cli_prefill(c, seq, tok, n, depth);
+        if (!rc && !rf_get_logits(c, (n - 1) % rf_context_n_batch(c))) rc = -1;
+        *secs = rf_time_s() - t0;
+    }
     rf_seq_remove(c, seq);
     free(tok);
     return rc;
@@ -62,12 +80,9 @@ static int run_tg(rf_context *c, rf_sampler *s, int n, int depth, int n_vocab, d
     int seq = rf_seq_new(c);
     int32_t tok = 1;
     int8_t want = 1;
-    if (depth > 0) {
-        int32_t *ctx = malloc(sizeof(int32_t) * (size_t)depth);
-        for (int i = 0; i < depth; i++) ctx[i] = (int32_t)((i * 7919 + 13) % n_vocab);
-        int rc = rf_cli_prefill(c, seq, ctx, depth, 0);
-        free(ctx);
-        if (rc || !rf_get_logits(c, (depth - 1) % rf_context_n_batch(c))) return -1;
+    if (prefill_depth(c, seq, depth, n_vocab)) {
+        rf_seq_remove(c, seq);
+        return -1;
     }
     /* n steps, each sampled on the device, pipelined as `run` generates (rocmforge.h): step i + 1
      * is enqueued before the host waits for token i */
@@ -87,24 +102,25 @@ int cmd_bench(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
     a.n_predict = 128;
-    if (rf_args_parse(&a, "bench", "-m -p -n -r -t -b -d -ngl --device -ctk -ctv", argc, argv, 2)) return 1;
+    const int parsed = rf_args_parse(&a, "bench", "-m -p -n, -r -t -b -d, -ngl --device -ctk -ctv", argc, argv, 2);
+    if (parsed) return parsed < 0; /* 1: -h printed the usage */
     int kv;
     if (rf_args_kv_type(&a, &kv)) return 1;
-    int n_pp = 512;
-    if (a.prompt) {
-        char *end;
-        long v = strtol(a.prompt, &end, 10);
-        if (!*a.prompt || *end || v < 0 || v > 1 << 20) return rf_fail("bad value '%s' for -p: expected a token count", a.prompt);
-        n_pp = (int)v;
-    }
-    int n_tg = a.n_predict;
-    if (n_tg < 0 || a.reps <= 0 || a.depth < 0) return rf_fail("-n and -d must be >= 0, -r > 0");
+    /* The lists (the parser bounds -n and -d; a count of 0 skips that test). */
+    rf_int_list pp = {1, {512}}, tg = {1, {a.n_predict}}, dd = {1, {0}};
+    if (a.prompt && rf_args_int_list(a.prompt, "-p", 0, RF_ARGS_LIST_HI, &pp)) return 1;
+    if (a.n_predict_list.n) tg = a.n_predict_list;
+    if (a.depth_list.n) dd = a.depth_list;
+    if (a.reps <= 0) return rf_fail("bad value %d for -r: expected at least 1", a.reps);
+    int max_pp = 0, max_tg = 0, max_d = 0;
+    for (int i = 0; i < pp.n; i++) max_pp = RF_MAX(max_pp, pp.v[i]);
+    for (int i = 0; i < tg.n; i++) max_tg = RF_MAX(max_tg, tg.v[i]);
+    for (int i = 0; i < dd.n; i++) max_d = RF_MAX(max_d, dd.v[i]);
     rf_model *m = rf_cli_load(&a);
     if (!m) return 1;
     rf_context_params cp = rf_context_default_params();
-    int depth = RF_MAX(a.depth, 0);
-    cp.n_ctx = RF_MAX(n_pp, n_tg + depth) + 1;
-    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(n_pp, 1), 2048);
+    cp.n_ctx = max_d + RF_MAX(max_pp, max_tg) + 1;
+    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(max_pp, 1), 2048);
     cp.kv_type = kv;
     rf_context *c = rf_context_new(m, &cp);
     if (!c) {
@@ -153,33 +169,42 @@ int cmd_bench(int argc, char **argv) {
     printf(" --------------: | -------------------: |\n");
     fflush(stdout);
     int rc = 0;
-    for (int which = 0; which < 2 && !rc; which++) {
-        int n = which ? n_tg : n_pp;
-        if (n == 0) continue;
-        double *ts = malloc(sizeof(double) * (size_t)a.reps), secs = 0;
-        for (int r = -1; r < a.reps && !rc; r++) { /* r == -1: warm-up */
-            rc = which ? run_tg(c, s, n, depth, m->hp.n_vocab, &secs) : run_pp(c, n, m->hp.n_vocab, &secs);
-            if (r >= 0) ts[r] = n / secs;
+    for (int di = 0; di < dd.n && !rc; di++)
+        for (int which = 0; which < 2 && !rc; which++) {
+            const rf_int_list *ns = which ? &tg : &pp;
+            for (int ni = 0; ni < ns->n && !rc; ni++) {
+                const int n = ns->v[ni], depth = dd.v[di];
+                if (n == 0) continue;
+                double *ts = malloc(sizeof(double) * (size_t)a.reps), secs = 0;
+                if (!ts) {
+                    rc = rf_fail("out of memory");
+                    break;
+                }
+                for (int r = -1; r < a.reps && !rc; r++) { /* r == -1: warm-up */
+                    rc = which ? run_tg(c, s, n, depth, m->hp.n_vocab, &secs)
+                               : run_pp(c, n, depth, m->hp.n_vocab, &secs);
+                    if (r >= 0) ts[r] = n / secs;
+                }
+                if (rc) {
+                    free(ts);
+                    rf_fail("%s", rf_error());
+                    break;
+                }
+                double mean = 0, var = 0;
+                for (int r = 0; r < a.reps; r++) mean += ts[r] / a.reps;
+                for (int r = 0; r < a.reps; r++) var += (ts[r] - mean) * (ts[r] - mean);
+                double sd = a.reps > 1 ? sqrt(var / (a.reps - 1)) : 0;
+                char test[40], val[48];
+                if (depth) snprintf(test, sizeof test, "%s%d @ d%d", which ? "tg" : "pp", n, depth);
+                else snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
+                snprintf(val, sizeof val, "%.2f ± %.2f", mean, sd);
+                printf("| %-30s | %10s | %10s | %-10s | %7d |", model_desc, size, params, backend, threads);
+                if (kv_cols) printf(" %6s | %6s |", kvn, kvn);
+                printf(" %15s | %21s |\n", test, val);
+                fflush(stdout);
+                free(ts);
+            }
         }
-        if (rc) {
-            free(ts);
-            rf_fail("%s", rf_error());
-            break;
-        }
-        double mean = 0, var = 0;
-        for (int r = 0; r < a.reps; r++) mean += ts[r] / a.reps;
-        for (int r = 0; r < a.reps; r++) var += (ts[r] - mean) * (ts[r] - mean);
-        double sd = a.reps > 1 ? sqrt(var / (a.reps - 1)) : 0;
-        char test[32], val[48];
-        if (which && depth) snprintf(test, sizeof test, "tg%d @ d%d", n, depth);
-        else snprintf(test, sizeof test, "%s%d", which ? "tg" : "pp", n);
-        snprintf(val, sizeof val, "%.2f ± %.2f", mean, sd);
-        printf("| %-30s | %10s | %10s | %-10s | %7d |", model_desc, size, params, backend, threads);
-        if (kv_cols) printf(" %6s | %6s |", kvn, kvn);
-        printf(" %15s | %21s |\n", test, val);
-        fflush(stdout);
-        free(ts);
-    }
     rf_sampler_free(s);
     rf_context_free(c);
     rf_model_free(m);

@@ -29,7 +29,8 @@ static void print_kv_value(const rf_gguf_kv *kv) {
 int cmd_info(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
-    if (rf_args_parse(&a, "info", "-m -v", argc, argv, 2)) return 1;
+    const int parsed = rf_args_parse(&a, "info", "-m -v", argc, argv, 2);
+    if (parsed) return parsed < 0; /* 1: -h printed the usage */
     if (!a.model) return rf_fail("no model: give -m FILE.gguf");
     rf_gguf *g = rf_gguf_open(a.model);
     if (!g) return rf_fail("%s", rf_last_error());

@@ -117,9 +117,9 @@ int cmd_mkmodel(int argc, char **argv) {
     a.n_head = 4;
     a.n_ff = 512;
     a.n_ctx = 4096;
-    if (rf_args_parse(&a, "mkmodel",
-                      "--arch --type --n-embd --n-layer --n-head --n-head-kv --n-ff -c --vocab -o -s", argc, argv, 2))
-        return 1;
+    const int parsed = rf_args_parse(&a, "mkmodel",
+                      "--arch --type --n-embd --n-layer --n-head --n-head-kv --n-ff -c --vocab -o -s", argc, argv, 2);
+    if (parsed) return parsed < 0; /* 1: -h printed the usage */
     if (!a.out) return rf_fail("no output file: give -o FILE.gguf");
     if (!a.vocab) return rf_fail("no tokenizer: give --vocab VOCAB.gguf (e.g. ../shared/vocab/ggml-vocab-llama-spm.gguf)");
     if (strcmp(a.arch, "llama") && strcmp(a.arch, "qwen2") && strcmp(a.arch, "qwen3"))

@@ -43,7 +43,8 @@ int rf_cli_prefill(rf_context *c, int seq, const int32_t *tokens, int n, int pos
 int cmd_run(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
-    if (rf_args_parse(&a, "run", RUN_FLAGS, argc, argv, 2)) return 1;
+    const int parsed = rf_args_parse(&a, "run", RUN_FLAGS, argc, argv, 2);
+    if (parsed) return parsed < 0; /* 1: -h printed the usage */
     int kv;
     if (rf_args_kv_type(&a, &kv)) return 1;
     size_t len;

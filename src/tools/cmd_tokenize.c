@@ -11,7 +11,8 @@
 int cmd_tokenize(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
-    if (rf_args_parse(&a, "tokenize", "-m -p -f --ids --no-bos --special", argc, argv, 2)) return 1;
+    const int parsed = rf_args_parse(&a, "tokenize", "-m -p -f --ids --no-bos --special", argc, argv, 2);
+    if (parsed) return parsed < 0; /* 1: -h printed the usage */
     if (!a.model) return rf_fail("no model: give -m FILE.gguf");
     size_t len;
     char *text = rf_args_prompt_text(&a, &len);
