@@ -85,6 +85,18 @@ int main(void) {
         snprintf(args, sizeof args, "bench -m %s -r 1 %s", stories, bad_lists[i][0]);
         bad(args, bad_lists[i][1]);
     }
+    /* negative sizes that the library would read as "the default" are refused; a directory as
+     * the prompt file is an error, not an empty prompt */
+    snprintf(args, sizeof args, "run -m %s -p hi -c -5", stories);
+    bad(args, "bad value -5 for -c");
+    snprintf(args, sizeof args, "perplexity -m %s -p hi -b -3", stories);
+    bad(args, "bad value -3 for -b");
+    snprintf(args, sizeof args, "run -m %s -p hi --repeat-last-n -2", stories);
+    bad(args, "bad value -2 for --repeat-last-n");
+    snprintf(args, sizeof args, "run -m %s -f /tmp", stories);
+    bad(args, "cannot read /tmp");
+    snprintf(args, sizeof args, "run -m %s -p hi -c 0 -b 0 --repeat-last-n -1 -n 2 --device cpu", stories);
+    CHECK(run(args) == 0, "-c 0 -b 0 --repeat-last-n -1 are the defaults / the whole history: %s", err_buf);
     snprintf(args, sizeof args, "run -m %s -p hi -n 4,8", stories);
     bad(args, "bad value '4,8' for -n: expected an integer");
     /* -h / --help after a command: its usage on stdout, exit 0; as a flag's value it is a value */

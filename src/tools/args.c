@@ -191,6 +191,20 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         case T_BOOL: break;
         }
     }
+    /* Values the library would quietly read as its defaults (rocmforge.h) are refused when
+     * negative: a negative context or batch size is a mistake, not a request for the default. */
+    if (a->n_ctx < 0) {
+        rf_fail("bad value %d for -c: expected 0 (the model's training context, at most 4096) or more", a->n_ctx);
+        return -1;
+    }
+    if (a->n_batch < 0) {
+        rf_fail("bad value %d for -b: expected 0 (the default, 512) or more", a->n_batch);
+        return -1;
+    }
+    if (a->repeat_last_n < -1) {
+        rf_fail("bad value %d for --repeat-last-n: expected -1 (the whole history), 0 (off) or more", a->repeat_last_n);
+        return -1;
+    }
     return 0;
 }
 
@@ -241,11 +255,21 @@ char *rf_args_prompt_text(const rf_args *a, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += got;
-        if (cap - n - 1 == 0) buf = realloc(buf, cap *= 2);
+        if (cap - n - 1 == 0) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
     }
+    const int err = ferror(f) ? errno : 0; /* a directory opens, then fails to read (EISDIR) */
     fclose(f);
+    if (!buf || err) {
+        rf_fail("cannot read %s: %s", a->file, buf ? strerror(err) : "out of memory");
+        free(buf);
+        return NULL;
+    }
     buf[n] = 0;
     *len = n;
     return buf;
