@@ -93,6 +93,8 @@ int main(void) {
     bad(args, "bad value -3 for -b");
     snprintf(args, sizeof args, "run -m %s -p hi --repeat-last-n -2", stories);
     bad(args, "bad value -2 for --repeat-last-n");
+    snprintf(args, sizeof args, "perplexity -m %s -p 'a b c d' -c 1", stories);
+    bad(args, "context of at least 2 tokens");
     snprintf(args, sizeof args, "run -m %s -f /tmp", stories);
     bad(args, "cannot read /tmp");
     snprintf(args, sizeof args, "run -m %s -p hi -c 0 -b 0 --repeat-last-n -1 -n 2 --device cpu", stories);

@@ -51,6 +51,10 @@ int cmd_perplexity(int argc, char **argv) {
         rf_fail("%s", rf_error());
         goto done;
     }
+    if (rf_context_n_ctx(c) < 2) { /* each window scores its tokens after the first: none in windows of 1 */
+        rf_fail("perplexity needs a context of at least 2 tokens (-c %d)", rf_context_n_ctx(c));
+        goto done;
+    }
     if (a.logits_out && !(out = fopen(a.logits_out, "wb"))) {
         rf_fail("cannot write %s", a.logits_out);
         goto done;
