@@ -93,6 +93,17 @@ int main(void) {
     bad(args, "bad value -3 for -b");
     snprintf(args, sizeof args, "run -m %s -p hi --repeat-last-n -2", stories);
     bad(args, "bad value -2 for --repeat-last-n");
+    const char *bad_sampling[][2] = {{"--temp inf", "--temp"},           {"--top-p -0.5", "--top-p"},
+                                     {"--top-p 2", "--top-p"},           {"--min-p 1.5", "--min-p"},
+                                     {"--repeat-penalty 0", "--repeat-penalty"},
+                                     {"--presence-penalty -inf", "--presence-penalty"},
+                                     {"--frequency-penalty inf", "--frequency-penalty"}};
+    for (size_t i = 0; i < sizeof bad_sampling / sizeof bad_sampling[0]; i++) {
+        snprintf(args, sizeof args, "run -m %s -p hi %s", stories, bad_sampling[i][0]);
+        bad(args, bad_sampling[i][1]);
+    }
+    snprintf(args, sizeof args, "run -m %s -p hi --temp -1 --top-p 1 --min-p 0 --top-k 0 -n 2 --device cpu", stories);
+    CHECK(run(args) == 0, "--temp -1 (greedy) --top-p 1 --min-p 0 --top-k 0 (filters off): %s", err_buf);
     snprintf(args, sizeof args, "perplexity -m %s -p 'a b c d' -c 1", stories);
     bad(args, "context of at least 2 tokens");
     snprintf(args, sizeof args, "run -m %s -f /tmp", stories);

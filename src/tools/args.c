@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,24 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         rf_fail("bad value %d for -b: expected 0 (the default, 512) or more", a->n_batch);
         return -1;
     }
+    /* sampling: values whose arithmetic has no meaning (an infinite temperature or penalty, a
+     * probability outside [0, 1], a penalty factor <= 0) */
+    const struct {
+        float v;
+        const char *flag, *want;
+        bool ok;
+    } f[] = {{a->temp, "--temp", "a finite number (0 or less: greedy)", isfinite(a->temp)},
+             {a->top_p, "--top-p", "a probability in [0, 1]", a->top_p >= 0.0f && a->top_p <= 1.0f},
+             {a->min_p, "--min-p", "a probability in [0, 1]", a->min_p >= 0.0f && a->min_p <= 1.0f},
+             {a->repeat_penalty, "--repeat-penalty", "a finite factor > 0 (1: off)",
+              isfinite(a->repeat_penalty) && a->repeat_penalty > 0.0f},
+             {a->freq_penalty, "--frequency-penalty", "a finite number", isfinite(a->freq_penalty)},
+             {a->presence_penalty, "--presence-penalty", "a finite number", isfinite(a->presence_penalty)}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!f[i].ok) {
+            rf_fail("bad value %g for %s: expected %s", (double)f[i].v, f[i].flag, f[i].want);
+            return -1;
+        }
     if (a->repeat_last_n < -1) {
         rf_fail("bad value %d for --repeat-last-n: expected -1 (the whole history), 0 (off) or more", a->repeat_last_n);
         return -1;
