@@ -127,6 +127,8 @@ typedef struct {
 } rf_sampler_params;
 
 rf_sampler_params rf_sampler_default_params(void);
+/* params NULL: the defaults. Returns NULL (rf_error() says why) for a NaN or infinite parameter
+ * or a repeat_penalty <= 0. */
 rf_sampler *rf_sampler_new(const rf_sampler_params *params);
 void rf_sampler_free(rf_sampler *s);
 /* Samples from the logits of batch token i on the context's device; only the token id (and

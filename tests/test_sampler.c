@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rocmforge.h"
 #include "runtime/sampler.h"
 #include "test.h"
 
@@ -22,8 +23,37 @@ static double freq(const float *lg, int nv, const rf_sample_params *p, int32_t i
     return (double)hit / n;
 }
 
+/* The public constructor refuses parameters the algorithm has no meaning for. */
+static void test_sampler_new_params(void) {
+    rf_sampler *s = rf_sampler_new(NULL);
+    CHECK(s != NULL, "default sampler: %s", rf_error());
+    rf_sampler_free(s);
+    for (int k = 0; k < 7; k++) {
+        rf_sampler_params p = rf_sampler_default_params();
+        switch (k) {
+        case 0: p.temp = NAN; break;
+        case 1: p.temp = INFINITY; break;
+        case 2: p.top_p = NAN; break;
+        case 3: p.min_p = NAN; break;
+        case 4: p.repeat_penalty = 0.0f; break;
+        case 5: p.freq_penalty = -INFINITY; break;
+        default: p.presence_penalty = NAN; break;
+        }
+        s = rf_sampler_new(&p);
+        CHECK(s == NULL && strstr(rf_error(), "sampler parameters"), "case %d: refused with a message (%s)", k,
+              s ? "accepted" : rf_error());
+        rf_sampler_free(s);
+    }
+    rf_sampler_params ok = rf_sampler_default_params();
+    ok.temp = -1.0f, ok.top_p = 2.0f, ok.min_p = -1.0f, ok.top_k = -3; /* documented as greedy / filters off */
+    s = rf_sampler_new(&ok);
+    CHECK(s != NULL, "greedy and filters off are valid: %s", s ? "" : rf_error());
+    rf_sampler_free(s);
+}
+
 int main(void) {
     test_seed();
+    test_sampler_new_params();
     /* Greedy: argmax, lowest id on ties, whatever u is. */
     float lg[8] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -3.0f, 0.0f, 1.9f};
     rf_sample_params g = greedy();

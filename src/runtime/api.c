@@ -1,4 +1,5 @@
 /* api.c: the model, tokenizer and sampler parts of the public API (rocmforge.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,16 @@ rf_sampler_params rf_sampler_default_params(void) {
 
 rf_sampler *rf_sampler_new(const rf_sampler_params *params) {
     rf_sampler_params q = params ? *params : rf_sampler_default_params();
+    /* NaN passes every comparison the filters make and an infinite factor makes every weight
+     * inf or 0: the draws would no longer follow the documented algorithm */
+    if (!isfinite(q.temp) || isnan(q.top_p) || isnan(q.min_p) || !isfinite(q.repeat_penalty) ||
+        q.repeat_penalty <= 0.0f || !isfinite(q.freq_penalty) || !isfinite(q.presence_penalty)) {
+        rf_set_error("sampler parameters: temp %g, top_p %g, min_p %g, repeat_penalty %g, frequency %g, presence %g "
+                     "(NaN, infinite values and a repeat penalty <= 0 are refused)",
+                     (double)q.temp, (double)q.top_p, (double)q.min_p, (double)q.repeat_penalty,
+                     (double)q.freq_penalty, (double)q.presence_penalty);
+        return NULL;
+    }
     rf_sampler *s = rf_xcalloc(1, sizeof *s);
     s->p = (rf_sample_params){q.temp, q.top_k, q.top_p, q.min_p, q.repeat_penalty, q.freq_penalty,
                               q.presence_penalty, q.penalty_last_n, q.seed};

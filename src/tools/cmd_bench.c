@@ -129,7 +129,7 @@ int cmd_bench(int argc, char **argv) {
     }
     rf_sampler_params sp = rf_sampler_default_params();
     sp.temp = 0;
-    rf_sampler *s = rf_sampler_new(&sp);
+    rf_sampler *s = rf_sampler_new(&sp); /* greedy defaults: always valid */
 
     int64_t ft = -1;
     rf_gguf_get_int(m->gguf, "general.file_type", &ft);

@@ -93,7 +93,10 @@ int cmd_run(int argc, char **argv) {
     sp.presence_penalty = a.presence_penalty;
     sp.penalty_last_n = a.repeat_last_n;
     sp.seed = a.seed_set ? a.seed : (uint64_t)time(NULL);
-    s = rf_sampler_new(&sp);
+    if (!(s = rf_sampler_new(&sp))) {
+        rf_fail("%s", rf_error());
+        goto out;
+    }
     for (int i = 0; i < n; i++) rf_sampler_accept(s, toks[i]);
 
     int seq = rf_seq_new(c);
