@@ -85,33 +85,34 @@ int main(void) {
         snprintf(args, sizeof args, "bench -m %s -r 1 %s", stories, bad_lists[i][0]);
         bad(args, bad_lists[i][1]);
     }
-    /* negative sizes that the library would read as "the default" are refused; a directory as
-     * the prompt file is an error, not an empty prompt */
-    snprintf(args, sizeof args, "run -m %s -p hi -c -5", stories);
-    bad(args, "bad value -5 for -c");
-    snprintf(args, sizeof args, "perplexity -m %s -p hi -b -3", stories);
-    bad(args, "bad value -3 for -b");
-    snprintf(args, sizeof args, "run -m %s -p hi --repeat-last-n -2", stories);
-    bad(args, "bad value -2 for --repeat-last-n");
-    const char *bad_sampling[][2] = {{"--temp inf", "--temp"},           {"--top-p -0.5", "--top-p"},
-                                     {"--top-p 2", "--top-p"},           {"--min-p 1.5", "--min-p"},
-                                     {"--repeat-penalty 0", "--repeat-penalty"},
-                                     {"--presence-penalty -inf", "--presence-penalty"},
-                                     {"--frequency-penalty inf", "--frequency-penalty"}};
-    for (size_t i = 0; i < sizeof bad_sampling / sizeof bad_sampling[0]; i++) {
-        snprintf(args, sizeof args, "run -m %s -p hi %s", stories, bad_sampling[i][0]);
-        bad(args, bad_sampling[i][1]);
+    /* Values without meaning, refused with one line each (the model's path goes into %s): negative
+     * sizes that the library would read as "the default", sampling values the algorithm has no
+     * meaning for, a directory as the prompt file (it used to give an empty prompt), windows of one
+     * token for perplexity (it printed -nan), a list where a command takes one value. */
+    const char *refused[][2] = {
+        {"run -m %s -p hi -c -5", "bad value -5 for -c"},
+        {"perplexity -m %s -p hi -b -3", "bad value -3 for -b"},
+        {"run -m %s -p hi --repeat-last-n -2", "bad value -2 for --repeat-last-n"},
+        {"run -m %s -p hi --temp inf", "--temp"},
+        {"run -m %s -p hi --top-p -0.5", "--top-p"},
+        {"run -m %s -p hi --top-p 2", "--top-p"},
+        {"run -m %s -p hi --min-p 1.5", "--min-p"},
+        {"run -m %s -p hi --repeat-penalty 0", "--repeat-penalty"},
+        {"run -m %s -p hi --presence-penalty -inf", "--presence-penalty"},
+        {"run -m %s -p hi --frequency-penalty inf", "--frequency-penalty"},
+        {"perplexity -m %s -p 'a b c d' -c 1", "context of at least 2 tokens"},
+        {"run -m %s -f /tmp", "cannot read /tmp"},
+        {"run -m %s -p hi -n 4,8", "bad value '4,8' for -n: expected an integer"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(args, sizeof args, refused[i][0], stories);
+        bad(args, refused[i][1]);
     }
-    snprintf(args, sizeof args, "run -m %s -p hi --temp -1 --top-p 1 --min-p 0 --top-k 0 -n 2 --device cpu", stories);
-    CHECK(run(args) == 0, "--temp -1 (greedy) --top-p 1 --min-p 0 --top-k 0 (filters off): %s", err_buf);
-    snprintf(args, sizeof args, "perplexity -m %s -p 'a b c d' -c 1", stories);
-    bad(args, "context of at least 2 tokens");
-    snprintf(args, sizeof args, "run -m %s -f /tmp", stories);
-    bad(args, "cannot read /tmp");
-    snprintf(args, sizeof args, "run -m %s -p hi -c 0 -b 0 --repeat-last-n -1 -n 2 --device cpu", stories);
-    CHECK(run(args) == 0, "-c 0 -b 0 --repeat-last-n -1 are the defaults / the whole history: %s", err_buf);
-    snprintf(args, sizeof args, "run -m %s -p hi -n 4,8", stories);
-    bad(args, "bad value '4,8' for -n: expected an integer");
+    /* ... and the values just inside: defaults, the whole history, greedy, filters off */
+    snprintf(args, sizeof args,
+             "run -m %s -p hi -c 0 -b 0 --repeat-last-n -1 --temp -1 --top-p 1 --min-p 0 --top-k 0 -n 2 --device cpu",
+             stories);
+    CHECK(run(args) == 0, "-c 0 -b 0 --repeat-last-n -1 --temp -1 --top-p 1 --min-p 0 --top-k 0: %s", err_buf);
     /* -h / --help after a command: its usage on stdout, exit 0; as a flag's value it is a value */
     CHECK(run("bench -h") == 0 && strstr(out_buf, "bench ") && strstr(out_buf, "comma-separated") &&
               !strstr(out_buf, "mkmodel") && !err_buf[0],
