@@ -1144,7 +1144,14 @@ int rf_gguf_writer_write(rf_gguf_writer *w, const char *path, rf_gguf_fill_fn fi
         void *scratch = NULL;
         const void *src = t->data;
         if (!src) {
-            scratch = rf_xmalloc((size_t)t->n_bytes);
+            /* one tensor at a time; a tensor too large for this host is an error, not an abort */
+            scratch = t->n_bytes <= SIZE_MAX ? malloc((size_t)t->n_bytes ? (size_t)t->n_bytes : 1) : NULL;
+            if (!scratch) {
+                rf_set_error("gguf writer: cannot allocate %llu bytes for tensor '%.*s'", (unsigned long long)t->n_bytes,
+                             NAME_SHOW, t->name);
+                err = 2;
+                break;
+            }
             if (w_fill(w, i, scratch, fill, ctx) != 0) {
                 free(scratch);
                 err = 2;

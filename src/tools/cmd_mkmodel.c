@@ -129,10 +129,13 @@ int cmd_mkmodel(int argc, char **argv) {
         if (!strcmp(ftypes[i].name, a.type)) ft = &ftypes[i];
     if (!ft) return rf_fail("unsupported --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q5_k_m q6_k iq4_nl iq4_xs)", a.type);
     if (!a.n_head_kv) a.n_head_kv = a.n_head;
-    if (a.n_embd <= 0 || a.n_layer <= 0 || a.n_head <= 0 || a.n_ff <= 0 || a.n_head_kv <= 0 ||
-        a.n_embd % a.n_head || a.n_head % a.n_head_kv || a.n_layer > 4096)
-        return rf_fail("bad shape: n_embd %d must divide by n_head %d, n_head by n_head_kv %d; all positive", a.n_embd,
-                       a.n_head, a.n_head_kv);
+    /* the caps are far above any released model (n_embd 16384, n_ff 53248) and keep every tensor
+     * within what one host can hold while it is written */
+    if (a.n_embd <= 0 || a.n_layer <= 0 || a.n_head <= 0 || a.n_ff <= 0 || a.n_head_kv <= 0 || a.n_ctx <= 0 ||
+        a.n_embd % a.n_head || a.n_head % a.n_head_kv || a.n_layer > 4096 || a.n_embd > 65536 || a.n_ff > 262144)
+        return rf_fail("bad shape: n_embd %d (at most 65536), n_layer %d (at most 4096), n_head %d, n_head_kv %d, n_ff %d "
+                       "(at most 262144), context %d: all positive, n_embd a multiple of n_head, n_head of n_head_kv",
+                       a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, a.n_ctx);
     int blk = (int)rf_type_get(ft->base)->block_elems;
     if (a.n_embd % blk || a.n_ff % blk) return rf_fail("n_embd and n_ff must be multiples of %d for %s", blk, a.type);
 
