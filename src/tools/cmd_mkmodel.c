@@ -117,8 +117,8 @@ int cmd_mkmodel(int argc, char **argv) {
     a.n_head = 4;
     a.n_ff = 512;
     a.n_ctx = 4096;
-    const int parsed = rf_args_parse(&a, "mkmodel",
-                      "--arch --type --n-embd --n-layer --n-head --n-head-kv --n-ff -c --vocab -o -s", argc, argv, 2);
+    const int parsed = rf_args_parse(
+        &a, "mkmodel", "--arch --type --n-embd --n-layer --n-head --n-head-kv --n-ff -c --vocab -o -s", argc, argv, 2);
     if (parsed) return parsed < 0; /* 1: -h printed the usage */
     if (!a.out) return rf_fail("no output file: give -o FILE.gguf");
     if (!a.vocab) return rf_fail("no tokenizer: give --vocab VOCAB.gguf (e.g. ../shared/vocab/ggml-vocab-llama-spm.gguf)");
@@ -129,8 +129,8 @@ int cmd_mkmodel(int argc, char **argv) {
         if (!strcmp(ftypes[i].name, a.type)) ft = &ftypes[i];
     if (!ft) return rf_fail("unsupported --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q5_k_m q6_k iq4_nl iq4_xs)", a.type);
     if (!a.n_head_kv) a.n_head_kv = a.n_head;
-    /* the caps are far above any released model (n_embd 16384, n_ff 53248) and keep every tensor
-     * within what one host can hold while it is written */
+    /* the caps are far above any released model (n_embd 16384, n_ff 53248); a typo such as a
+     * million-wide model is refused here instead of failing tens of gigabytes into the write */
     if (a.n_embd <= 0 || a.n_layer <= 0 || a.n_head <= 0 || a.n_ff <= 0 || a.n_head_kv <= 0 || a.n_ctx <= 0 ||
         a.n_embd % a.n_head || a.n_head % a.n_head_kv || a.n_layer > 4096 || a.n_embd > 65536 || a.n_ff > 262144)
         return rf_fail("bad shape: n_embd %d (at most 65536), n_layer %d (at most 4096), n_head %d, n_head_kv %d, n_ff %d "

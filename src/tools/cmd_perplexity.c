@@ -14,8 +14,8 @@
 int cmd_perplexity(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
-    const int parsed = rf_args_parse(&a, "perplexity", "-m -p -f -c -b -t -ngl --device --logits-out --special --no-bos -ctk -ctv", argc,
-                      argv, 2);
+    const int parsed = rf_args_parse(
+        &a, "perplexity", "-m -p -f -c -b -t -ngl --device --logits-out --special --no-bos -ctk -ctv", argc, argv, 2);
     if (parsed) return parsed < 0; /* 1: -h printed the usage */
     int kv;
     if (rf_args_kv_type(&a, &kv)) return 1;
