@@ -55,6 +55,17 @@ $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+# The commit the CLI reports (`--version`, bench's closing "build:" line, as llama-bench's):
+# main.o alone is rebuilt when it changes (the stamp's name carries it).
+RF_COMMIT := $(shell git describe --always --dirty --abbrev=8 2>/dev/null || echo unknown)
+COMMIT_STAMP := $(BUILD)/commit-$(subst /,_,$(RF_COMMIT))
+$(COMMIT_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/commit-*
+	@touch $@
+$(BUILD)/obj/src/tools/main.o: $(COMMIT_STAMP)
+$(BUILD)/obj/src/tools/main.o: CFLAGS += -DRF_COMMIT='"$(RF_COMMIT)"'
+
 $(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(GPU_LDLIBS) $(LDLIBS)
 

@@ -64,7 +64,7 @@ bench|bench7b)
         f=$M/$tag-$t.gguf
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         log "bench $tag $t ($(stat -c %s $f) bytes)"
-        $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -2 | tee -a "$OUT/summary.txt"
+        $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | grep "^| " | tail -2 | tee -a "$OUT/summary.txt"
     done
     ;;
 mm)
@@ -95,7 +95,7 @@ tgab)
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         for envset in ${AB_ENVS:-RF_MM_MVP=0 RF_MM_PDL_GRAPH=0 RF_MM_PDL=0 X=default}; do
             log "tg128 $ft $envset"
-            env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
+            env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
         done
     done
     ;;
@@ -111,7 +111,7 @@ trace)
         [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
         log "trace tg128 $ft"
         CUDA_INJECTION64_PATH=$PWD/build/kernel_trace.so RF_TRACE_OUT="$OUT/trace-$ft.txt" \
-            $BIN bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" | tail -1 | tee -a "$OUT/summary.txt"
+            $BIN bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
         python3 scripts/trace_summary.py "$OUT/trace-$ft.txt" 2>&1 | head -12 | tee -a "$OUT/summary.txt"
     done
     ;;
@@ -127,7 +127,7 @@ stamps)
         log "phase stamps tg128 $ft"
         mkdir -p /tmp/stamps-$ft
         RF_STAMPS_OUT=/tmp/stamps-$ft build-stamps/rocmforge bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" |
-            tail -1 | tee -a "$OUT/summary.txt"
+            grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
         python3 scripts/phase_timeline.py /tmp/stamps-$ft/stamps-*.bin > "$OUT/timeline-$ft.txt" 2>&1
         tail -8 "$OUT/timeline-$ft.txt" | tee -a "$OUT/summary.txt"
     done
@@ -142,7 +142,7 @@ longctx)
         for d in 512 8192 32768; do
             for kv in ${KVTYPES:-f16}; do
                 log "tg128 at depth $d, $tag $t, K/V cache $kv"
-                $BIN bench -m $f -p 0 -n 128 -d $d -b 2048 -r 2 -ctk $kv 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+                $BIN bench -m $f -p 0 -n 128 -d $d -b 2048 -r 2 -ctk $kv 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
             done
         done
     done

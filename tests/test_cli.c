@@ -56,7 +56,8 @@ int main(void) {
         return test_finish();
     }
 
-    CHECK(run("--version") == 0 && strstr(out_buf, "backends: cpu"), "--version lists backends: %s", out_buf);
+    CHECK(run("--version") == 0 && strstr(out_buf, "backends: cpu") && strstr(out_buf, " (commit "),
+          "--version lists backends and the commit: %s", out_buf);
     bad("", "usage");
     bad("frobnicate", "unknown command");
     bad("run -m /nonexistent.gguf -p hi", "/nonexistent.gguf");
@@ -170,6 +171,8 @@ int main(void) {
         }
         CHECK(rc == 0 && rows == 6 && order && !strstr(out_buf, "tg0"), "bench lists: %d rows, order %d: %s %s",
               rows, order, out_buf, err_buf);
+        const char *last = strstr(out_buf, "\nbuild: "); /* llama-bench's closing line */
+        CHECK(last && !strchr(last + 1, '|'), "bench ends with its build line: %s", out_buf);
     }
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctv f32", stories);
     CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|    f32 |    f32 |"),

@@ -55,6 +55,10 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* The source commit the CLI was built from (`git describe --always --dirty`; "unknown" outside a
+ * git checkout). */
+const char *rf_cli_commit(void);
+
 /* Prints "rocmforge: <msg>" to stderr and returns 1 (exit status). */
 int rf_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

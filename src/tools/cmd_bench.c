@@ -205,6 +205,7 @@ int cmd_bench(int argc, char **argv) {
                 free(ts);
             }
         }
+    if (!rc) printf("\nbuild: %s\n", rf_cli_commit()); /* as llama-bench closes its table */
     rf_sampler_free(s);
     rf_context_free(c);
     rf_model_free(m);

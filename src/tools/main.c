@@ -20,6 +20,11 @@ static const struct {
                 "             [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--n-ff N] [-s SEED]\n"},
 };
 
+#ifndef RF_COMMIT
+#define RF_COMMIT "unknown"
+#endif
+const char *rf_cli_commit(void) { return RF_COMMIT; }
+
 void rf_usage(FILE *f, const char *cmd) {
     fprintf(f, "rocmforge %s: LLM inference for GGUF models on AMD and NVIDIA GPUs and the CPU\n"
                "usage: rocmforge COMMAND [flags]\n", rf_version());
@@ -39,7 +44,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("rocmforge %s\nbackends: %s\n", rf_version(), rf_build_info());
+        printf("rocmforge %s (commit %s)\nbackends: %s\n", rf_version(), rf_cli_commit(), rf_build_info());
         return 0;
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
