@@ -64,7 +64,7 @@ $(COMMIT_STAMP):
 	@rm -f $(BUILD)/commit-*
 	@touch $@
 $(BUILD)/obj/src/tools/main.o: $(COMMIT_STAMP)
-$(BUILD)/obj/src/tools/main.o: CFLAGS += -DRF_COMMIT='"$(RF_COMMIT)"'
+$(BUILD)/obj/src/tools/main.o: CFLAGS_BASE += -DRF_COMMIT='"$(RF_COMMIT)"'
 
 $(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(GPU_LDLIBS) $(LDLIBS)

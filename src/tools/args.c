@@ -30,10 +30,9 @@ void rf_args_defaults(rf_args *a) {
     a->repeat_penalty = 1.0f;
     a->repeat_last_n = 64;
     a->reps = 5;
-    a->n_prompt_bench = 512;
 }
 
-typedef enum { T_STR, T_INT, T_FLOAT, T_U64, T_BOOL } kind;
+typedef enum { T_STR, T_INT, T_FLOAT, T_U64, T_BOOL, T_LIST } kind;
 typedef struct {
     const char *shrt, *lng;
     kind k;
@@ -52,7 +51,7 @@ static const opt opts[] = {
     O("-b", "--batch-size", T_INT, n_batch),
     O("-s", "--seed", T_U64, seed),
     O("-r", "--repetitions", T_INT, reps),
-    OL("-d", "--n-depth", depth, depth_list),
+    O("-d", "--n-depth", T_LIST, depth_list),
     O("-ngl", "--n-gpu-layers", T_INT, n_gpu_layers),
     O(NULL, "--device", T_STR, device),
     O(NULL, "--temp", T_FLOAT, temp),
@@ -189,6 +188,9 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
             *(float *)dst = v;
             break;
         }
+        case T_LIST:
+            if (rf_args_int_list(val, name, 0, RF_ARGS_LIST_HI, (rf_int_list *)dst)) return -1;
+            break;
         case T_BOOL: break;
         }
     }

@@ -18,8 +18,9 @@ typedef struct {
 typedef struct {
     const char *model, *prompt, *file, *device, *logits_out, *out, *vocab, *arch, *type;
     const char *cache_type_k, *cache_type_v; /* -ctk / -ctv as given, NULL when absent */
-    int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps, n_prompt_bench, depth;
-    rf_int_list n_predict_list, depth_list; /* -n / -d where a command takes lists (else n = 0) */
+    int n_predict, n_ctx, n_threads, n_batch, n_gpu_layers, reps;
+    rf_int_list n_predict_list; /* -n where a command takes a list (else n = 0) */
+    rf_int_list depth_list;     /* -d (always a list; n = 0 when absent) */
     uint64_t seed;
     bool seed_set;
     float temp, top_p, min_p, repeat_penalty, freq_penalty, presence_penalty;
@@ -31,7 +32,7 @@ typedef struct {
 
 /* Parses argv[first..argc) for subcommand `cmd`, accepting only the flags listed in `allowed`
  * (space-separated long or short names, e.g. "-m -p --temp"; a name followed by a comma, "-n,",
- * takes a list of counts where the flag has a list field: -n, -d). Returns 0; -1 after
+ * takes a list of counts where the flag has a list field: -n; -d is always a list). Returns 0; -1 after
  * printing one error line to stderr; 1 after printing the command's usage to stdout for -h /
  * --help (the command then exits with status 0). */
 int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, char **argv, int first);

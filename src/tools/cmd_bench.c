@@ -102,7 +102,7 @@ int cmd_bench(int argc, char **argv) {
     rf_args a;
     rf_args_defaults(&a);
     a.n_predict = 128;
-    const int parsed = rf_args_parse(&a, "bench", "-m -p -n, -r -t -b -d, -ngl --device -ctk -ctv", argc, argv, 2);
+    const int parsed = rf_args_parse(&a, "bench", "-m -p -n, -r -t -b -d -ngl --device -ctk -ctv", argc, argv, 2);
     if (parsed) return parsed < 0; /* 1: -h printed the usage */
     int kv;
     if (rf_args_kv_type(&a, &kv)) return 1;
