@@ -22,7 +22,8 @@
  *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
  *    where the default takes the bulk-copy kernel k_mvt).
- *    X8 layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K rearranged on the device) run the same
+ *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8 and IQ4_XS's nibble order,
+ *    rearranged on the device; "x8" in test names) run the same
  *    checks: the weight is uploaded in GGUF order, repacked in place (and the result compared byte
  *    for byte with rf_gpu_mm_host_repack's), and compared with the same oracle; the host decoders
  *    of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
@@ -47,7 +48,8 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
 #define X8 RF_GPU_MM_X8
 /* The GGUF type of a test type (X8 variants: the type they are repacked from). */
 static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
-/* Elements per X8 group of a GGUF type: 8 blocks (Q4_0, Q8_0) or 8 superblocks (Q6_K). */
+/* Elements per X8 group of a GGUF type: 8 blocks (Q4_0, Q8_0, IQ4_NL), 8 superblocks (Q6_K), one
+ * superblock (IQ4_XS). */
 static int64_t x8_unit(uint32_t bt) { return bt == RF_TYPE_Q6_K ? 2048 : 256; }
 /* Test-type names: "q4_0/x8" for the repacked variants. */
 static const char *tname(uint32_t t) {
@@ -153,7 +155,7 @@ static void test_host_decode(void) {
 /* X8: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows; types or
  * shapes without an X8 form are refused (0). */
 static void test_host_decode_x8(void) {
-    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q6_K};
+    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
         const int64_t n_in = x8_unit(type) * test_randint(1, 5);
@@ -178,7 +180,8 @@ static void test_host_decode_x8(void) {
         }
         CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | X8), (long long)n_in,
               bad == -2 ? "repack refused" : "element", bad);
-        CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
+        if (type != RF_TYPE_IQ4_XS) /* (IQ4_XS rows are whole superblocks) */
+            CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
         if (x8_unit(type) > 256) /* whole groups of 8 superblocks only */
             CHECK(rf_gpu_mm_host_repack(type, row, pk, 1792) == 0, "%s: n_in 1792 has no X8 form", rf_type_name(type));
         free(row);
@@ -210,7 +213,8 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
 static void test_host_qdot(void) {
     static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
                                   RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8,
-                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8};
+                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8,
+                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_IQ4_XS | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
         const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 4096 : 768;
@@ -441,7 +445,8 @@ done:
 static void test_ex(gpu_env *env) {
     static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
                                    RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
-                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8};
+                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_IQ4_XS | X8,
+                                   RF_TYPE_IQ4_NL | X8};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
     static const int NS[] = {1, 2, 5, 33};
     const int64_t n_in = 512;
@@ -724,7 +729,7 @@ static void test_ex_rows(gpu_env *env) {
 static void test_swiglu_q(gpu_env *env) {
     static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_K,
                                   RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS,
-                                  RF_TYPE_Q6_K | X8};
+                                  RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8};
     const int NT = (int)(sizeof ST / sizeof ST[0]);
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
@@ -844,12 +849,12 @@ static void test_swiglu_q(gpu_env *env) {
  * as test_case / test_ex (int8 rounding bound for the quantized types). */
 static void test_mv_long(gpu_env *env) {
     static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K,      RF_TYPE_Q6_K,
-                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q6_K | X8, RF_TYPE_F16,
-                                  RF_TYPE_BF16};
+                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8,
+                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_F16, RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
         const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 6144 : 4352; /* whole X8 groups */
-        const int64_t n_out = t < 9 ? test_randint(9000, 13000) : test_randint(3300, 6000);
+        const int64_t n_out = t < 11 ? test_randint(9000, 13000) : test_randint(3300, 6000);
         uint64_t rb = 0;
         uint8_t *w;
         float *wf;
@@ -943,7 +948,7 @@ static void test_gpu(void) {
         } else if (qk == 32) {
             test_case(&env, type, 67, 224);
             test_case(&env, type, 130, 416);
-            if (type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0) {
+            if (type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_IQ4_NL) {
                 test_case(&env, type | X8, 67, 768);
                 test_case(&env, type | X8, 130, 512);
             }
@@ -953,6 +958,10 @@ static void test_gpu(void) {
             if (type == RF_TYPE_Q6_K) {
                 test_case(&env, type | X8, 37, 2048);
                 test_case(&env, type | X8, 70, 4096);
+            }
+            if (type == RF_TYPE_IQ4_XS) {
+                test_case(&env, type | X8, 37, 768);
+                test_case(&env, type | X8, 70, 2816);
             }
         }
     }

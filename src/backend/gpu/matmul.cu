@@ -762,6 +762,14 @@ struct MvpBF16 {
 template <class V> struct MvpUn {
     enum { UN = sizeof(typename V::Raw) <= 32 ? 4 : 2 };
 };
+/* Q5_K's unit holds 80 raw bytes: two per step took 133 registers and one block per SM (ptxas
+ * sm_90), one per step 126 and two blocks. */
+#ifndef MVP_Q5_K_UN
+#define MVP_Q5_K_UN 1
+#endif
+template <> struct MvpUn<VQ5_K> {
+    enum { UN = MVP_Q5_K_UN };
+};
 
 #define MVP_THREADS 256
 /* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
@@ -1509,6 +1517,8 @@ static const char *mm_type_name(uint32_t type) {
     if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_X8)) return "q4_0/x8";
     if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_X8)) return "q8_0/x8";
     if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return "q6_K/x8";
+    if (type == (RF_TYPE_IQ4_NL | RF_GPU_MM_X8)) return "iq4_nl/x8";
+    if (type == (RF_TYPE_IQ4_XS | RF_GPU_MM_X8)) return "iq4_xs/s";
     return rf_type_name(type);
 }
 
@@ -1930,6 +1940,8 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVT(DecQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVT(DecQ8_0X8);
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVT(DecQ6_KX8);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVT(DecIQ4_NLX8);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVT(DecIQ4_XSS);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -2015,8 +2027,10 @@ static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
         *quantized = 1;
     }
     const int64_t row_bytes = n_in / V::QK * V::BB;
-    const int rc = n == 2 ? mvq_launch<V, 2, 2>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum)
-                          : mvq_launch<V, 1, 4>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum);
+    /* units in flight: 4 (2 per column for two columns), halved for units of more than 64 raw bytes */
+    enum { U1 = sizeof(typename V::Raw) <= 64 ? 4 : 2 };
+    const int rc = n == 2 ? mvq_launch<V, 2, U1 / 2>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum)
+                          : mvq_launch<V, 1, U1>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum);
     return rc ? -1 : 1;
 }
 
@@ -2032,6 +2046,8 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVQ(VQ4_0X8);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVQ(VQ8_0X8);
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVQ(VQ6_KX8);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVQ(VIQ4_NLX8);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVQ(VIQ4_XSS);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -2115,6 +2131,7 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8: case RF_TYPE_Q6_K | RF_GPU_MM_X8:
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: case RF_TYPE_IQ4_XS | RF_GPU_MM_X8:
         return 1;
     default: return 0;
     }
@@ -2143,6 +2160,8 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return run_typed<DecQ6_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return run_typed<DecIQ4_NLX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return run_typed<DecIQ4_XSS>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -2270,41 +2289,62 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
     return 0;
 }
 
-/* ---- Weight repacking (X8 layouts, see DecQ4_0X8) ------------------------------------------ */
+/* ---- Weight repacking (device layouts: X8, see DecQ4_0X8; IQ4_XS's S, see DecIQ4_XSS) ------ */
 
-/* The X8 type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 with
- * n_in % 256 == 0, Q6_K with n_in % 2048 == 0 (whole groups of 8 blocks per row). */
+/* The device-layout type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 /
+ * IQ4_NL with n_in % 256 == 0, Q6_K with n_in % 2048 == 0 (whole groups of 8 superblocks per
+ * row), IQ4_XS always. */
 static uint32_t x8_type(uint32_t type, int64_t n_in) {
     if (n_in <= 0 || n_in % 256 || (type == RF_TYPE_Q6_K && n_in % 2048)) return 0;
-    return type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_Q6_K ? type | RF_GPU_MM_X8 : 0;
+    switch (type) {
+    case RF_TYPE_Q4_0: case RF_TYPE_Q8_0: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+        return type | RF_GPU_MM_X8;
+    default: return 0;
+    }
 }
 
-/* The X8 groups: G::E elements of a row (8 blocks or 8 superblocks), G::B bytes (a multiple of
- * 16), rearranged by G::run(src, dst) (no overlap). */
+/* The rearranged groups: G::E elements of a row (8 blocks, 8 superblocks, or IQ4_XS's one
+ * superblock), G::B bytes (a multiple of sizeof(G::Word)), rearranged by G::run(src, dst) (no
+ * overlap). */
 struct X8GroupQ4_0 {
     enum { E = 256, B = 144 };
+    typedef uint4 Word;
     static HD void run(const uint8_t *src, uint8_t *dst) { x8_group(src, dst, 18); }
 };
 struct X8GroupQ8_0 {
     enum { E = 256, B = 272 };
+    typedef uint4 Word;
     static HD void run(const uint8_t *src, uint8_t *dst) { x8_group(src, dst, 34); }
 };
 struct X8GroupQ6_K {
     enum { E = 2048, B = 1680 };
+    typedef uint4 Word;
     static HD void run(const uint8_t *src, uint8_t *dst) { q6_k_x8_group(src, dst); }
+};
+struct X8GroupIQ4_NL {
+    enum { E = 256, B = 144 };
+    typedef uint4 Word;
+    static HD void run(const uint8_t *src, uint8_t *dst) { iq4_nl_x8_group(src, dst); }
+};
+struct SGroupIQ4_XS {
+    enum { E = 256, B = 136 };
+    typedef uint2 Word;
+    static HD void run(const uint8_t *src, uint8_t *dst) { iq4_xs_s_block(src, dst); }
 };
 
 /* k_repack_x8: w (16-byte aligned) holds ngroups groups of G; each thread rewrites one in place
  * from a copy in local memory, so groups never overlap in time. Any grid covering ngroups
  * threads. */
 template <class G> __global__ void k_repack_x8(uint8_t *w, int64_t ngroups) {
+    typedef typename G::Word W;
+    enum { NW = G::B / sizeof(W) };
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= ngroups) return;
-    uint4 *p = (uint4 *)(w + g * G::B);
-    uint4 src[G::B / 16], dst[G::B / 16];
-    for (int i = 0; i < G::B / 16; i++) src[i] = p[i];
+    W *p = (W *)(w + g * G::B);
+    W src[NW], dst[NW];
+    for (int i = 0; i < NW; i++) src[i] = p[i];
     G::run((const uint8_t *)src, (uint8_t *)dst);
-    for (int i = 0; i < G::B / 16; i++) p[i] = dst[i];
+    for (int i = 0; i < NW; i++) p[i] = dst[i];
 }
 template <class G> static void repack_launch(rf_gpu_matmul_ctx *ctx, void *w, int64_t n_out, int64_t n_in) {
     const int64_t ngroups = n_out * (n_in / G::E);
@@ -2323,9 +2363,13 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
     *out_type = type;
     const uint32_t xt = x8_type(type, n_in);
     if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
-    if (type == RF_TYPE_Q4_0) repack_launch<X8GroupQ4_0>(ctx, w, n_out, n_in);
-    else if (type == RF_TYPE_Q8_0) repack_launch<X8GroupQ8_0>(ctx, w, n_out, n_in);
-    else repack_launch<X8GroupQ6_K>(ctx, w, n_out, n_in);
+    switch (type) {
+    case RF_TYPE_Q4_0: repack_launch<X8GroupQ4_0>(ctx, w, n_out, n_in); break;
+    case RF_TYPE_Q8_0: repack_launch<X8GroupQ8_0>(ctx, w, n_out, n_in); break;
+    case RF_TYPE_Q6_K: repack_launch<X8GroupQ6_K>(ctx, w, n_out, n_in); break;
+    case RF_TYPE_IQ4_NL: repack_launch<X8GroupIQ4_NL>(ctx, w, n_out, n_in); break;
+    default: repack_launch<SGroupIQ4_XS>(ctx, w, n_out, n_in); break;
+    }
     if (mm_check(mmGetLastError(), "repack launch")) return -1;
     *out_type = xt;
     return 0;
@@ -2333,9 +2377,14 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, 
 
 extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
     const uint32_t xt = x8_type(type, n_in);
-    if (type == RF_TYPE_Q4_0 && xt) repack_host<X8GroupQ4_0>(src, dst, n_in);
-    else if (type == RF_TYPE_Q8_0 && xt) repack_host<X8GroupQ8_0>(src, dst, n_in);
-    else if (type == RF_TYPE_Q6_K && xt) repack_host<X8GroupQ6_K>(src, dst, n_in);
+    if (!xt) return 0;
+    switch (type) {
+    case RF_TYPE_Q4_0: repack_host<X8GroupQ4_0>(src, dst, n_in); break;
+    case RF_TYPE_Q8_0: repack_host<X8GroupQ8_0>(src, dst, n_in); break;
+    case RF_TYPE_Q6_K: repack_host<X8GroupQ6_K>(src, dst, n_in); break;
+    case RF_TYPE_IQ4_NL: repack_host<X8GroupIQ4_NL>(src, dst, n_in); break;
+    default: repack_host<SGroupIQ4_XS>(src, dst, n_in); break;
+    }
     return xt;
 }
 
@@ -2361,6 +2410,8 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: host_decode<DecQ6_KX8>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: host_decode<DecIQ4_NLX8>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: host_decode<DecIQ4_XSS>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -2419,6 +2470,8 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 2048) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_NLX8>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XSS>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;

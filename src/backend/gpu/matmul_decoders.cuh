@@ -57,7 +57,7 @@ HD float mm_bf2f(uint16_t h) { return mm_bits2f((uint32_t)h << 16); }
 #define MM_LDW(T, p) (*(const T *)(p))
 #endif
 
-/* `a2`: address 2-byte aligned, `a4`: 4, `a16`: 16. Out: little-endian 32-bit words. */
+/* `a2`: address 2-byte aligned, `a4`: 4, `a8`: 8, `a16`: 16. Out: little-endian 32-bit words. */
 HD uint16_t ld16(const uint8_t *p) { return MM_LDW(unsigned short, p); }
 HD uint32_t ld32_a2(const uint8_t *p) { return (uint32_t)ld16(p) | ((uint32_t)ld16(p + 2) << 16); }
 HD uint32_t ld32_a4(const uint8_t *p) { return MM_LDW(unsigned int, p); }
@@ -69,6 +69,14 @@ MM_UNROLL
 template <int NB> HD void ldw_a4(const uint8_t *p, uint32_t *out) {
 MM_UNROLL
     for (int i = 0; i < NB / 4; i++) out[i] = ld32_a4(p + 4 * i);
+}
+template <int NB> HD void ldw_a8(const uint8_t *p, uint32_t *out) {
+MM_UNROLL
+    for (int i = 0; i < NB / 8; i++) {
+        const uint2 v = MM_LDW(uint2, p + 8 * i);
+        out[2 * i] = v.x;
+        out[2 * i + 1] = v.y;
+    }
 }
 template <int NB> HD void ldw_a16(const uint8_t *p, uint32_t *out) {
 MM_UNROLL
@@ -88,6 +96,30 @@ HD uint32_t byte_rt(uint32_t w0, uint32_t w1, uint32_t w2, int j) {
     const uint32_t w = j < 4 ? w0 : (j < 8 ? w1 : w2);
     return (w >> (8 * (j & 3))) & 0xffu;
 }
+
+/* Bytes of {y, x} (x = bytes 0..3, y = 4..7) picked by the selector's nibbles 0..3, each below 8
+ * (CUDA's __byte_perm, one PRMT; the host computes the same). */
+HD uint32_t mm_byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef MM_DEVICE_PASS
+    return __byte_perm(x, y, s);
+#else
+    const uint64_t v = ((uint64_t)y << 32) | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; n++) r |= (uint32_t)((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+    return r;
+#endif
+}
+/* The IQ4 nibble order of the device layouts: a word of 4 quant bytes (byte k = element k in its
+ * low nibble, element k + 16 of the block in its high nibble) with its nibbles reordered so that
+ * nibble k (k < 4) holds byte k's low nibble and nibble 4 + k its high nibble; a lookup then
+ * selects with the word itself (mm_iq4_pair). */
+HD uint32_t iq4_nib_shuffle(uint32_t q) {
+    const uint32_t a = q & 0x0f0f0f0fu, b = (q >> 4) & 0x0f0f0f0fu;
+    return mm_byte_perm(a, b, 0x6420u) | (mm_byte_perm(a, b, 0x7531u) << 4);
+}
+/* Element k (0..3) of a shuffled word and element k + 16: nibbles k and 4 + k. */
+HD uint32_t iq4s_lo(uint32_t c, int k) { return (c >> (4 * k)) & 0xfu; }
+HD uint32_t iq4s_hi(uint32_t c, int k) { return (c >> (16 + 4 * k)) & 0xfu; }
 
 /* Exact small-integer -> f32 without the (slow) integer-convert instruction: 0x4B000000 | v is
  * the float 2^23 + v for v < 2^23, so (bits - (2^23 + bias)) = v - bias exactly. */
@@ -300,6 +332,36 @@ MM_UNROLL
         }
     }
 };
+/* The 32 elements of an IQ4 block from d and its 4 shuffled quant words (iq4_nib_shuffle). */
+HD void iq4s_vals(float d, const uint32_t *c, float *w) {
+MM_UNROLL
+    for (int i = 0; i < 4; i++)
+MM_UNROLL
+        for (int k = 0; k < 4; k++) {
+            w[4 * i + k] = d * iq4_value(iq4s_lo(c[i], k));
+            w[16 + 4 * i + k] = d * iq4_value(iq4s_hi(c[i], k));
+        }
+}
+/* The X8 layout of IQ4_NL (rf_gpu_mm_repack; device-only, same bytes per row, n_in % 256 == 0):
+ * Q4_0's X8 arrangement (8 f16 scales, then the 8 blocks' 16 quant bytes, 16-byte aligned) with
+ * every quant word in the nibble order of iq4_nib_shuffle. */
+HD void iq4_nl_x8_group(const uint8_t *src, uint8_t *dst) {
+    x8_group(src, dst, 18);
+    for (int i = 0; i < 32; i++) {
+        uint32_t q;
+        memcpy(&q, dst + 16 + 4 * i, 4);
+        q = iq4_nib_shuffle(q);
+        memcpy(dst + 16 + 4 * i, &q, 4);
+    }
+}
+struct DecIQ4_NLX8 {
+    enum { QK = 256, BB = 144, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        uint32_t c[4];
+        ldw_a16<16>(b + 16 + 16 * p, c);
+        iq4s_vals(mm_h2f(ld16(b + 2 * p)), c, w);
+    }
+};
 /* Q2_K: scales[16], qs[64], f16 d, f16 dmin. Chunk p (32 elements) = half h = p/4, shift k = p%4:
  * element l is bits 2k..2k+1 of qs[32h + l], sub-block 8h + 2k + l/16. */
 struct DecQ2_K {
@@ -458,6 +520,29 @@ MM_UNROLL
             w[j] = dl * iq4_value(v & 0xf);
             w[j + 16] = dl * iq4_value(v >> 4);
         }
+    }
+};
+
+/* The S layout of IQ4_XS (rf_gpu_mm_repack; device-only, in place, same 136-byte superblocks):
+ * every quant word in the nibble order of iq4_nib_shuffle, the header as it was. */
+HD void iq4_xs_s_block(const uint8_t *src, uint8_t *dst) {
+    memcpy(dst, src, 8);
+    for (int i = 0; i < 32; i++) {
+        uint32_t q;
+        memcpy(&q, src + 8 + 4 * i, 4);
+        q = iq4_nib_shuffle(q);
+        memcpy(dst + 8 + 4 * i, &q, 4);
+    }
+}
+struct DecIQ4_XSS {
+    enum { QK = 256, BB = 136, E = 32, C = 8, A = 8 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const uint32_t w0 = ld32_a4(b);
+        const uint32_t sh = w0 >> 16, sl = ld32_a4(b + 4);
+        uint32_t c[4];
+        ldw_a4<16>(b + 8 + 16 * p, c);
+        const int ls = (int)(((sl >> (4 * p)) & 0xf) | (((sh >> (2 * p)) & 3) << 4));
+        iq4s_vals(mm_h2f((uint16_t)(w0 & 0xffffu)) * (float)(ls - 32), c, w);
     }
 };
 

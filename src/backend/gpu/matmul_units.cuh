@@ -144,24 +144,16 @@ HD int dot16(const uint32_t *w, int4 x, int s) {
 #define MM_IQ4_W1 0xf6eaddcfu
 #define MM_IQ4_W2 0x26190d01u
 #define MM_IQ4_W3 0x71594535u
-/* The codebook entries of 4 indices 0..15, one per byte of v, as 4 int8 in one word: two byte
- * permutes over the table's halves, then a per-byte select by each index's bit 3 (the host twin
- * reads the same words byte by byte). */
-HD uint32_t mm_iq4_lookup(uint32_t v) {
-#if defined(MM_DEVICE_PASS)
-    const uint32_t sel = (v & 7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
-    const uint32_t lo = __byte_perm(MM_IQ4_W0, MM_IQ4_W1, sel), hi = __byte_perm(MM_IQ4_W2, MM_IQ4_W3, sel);
-    const uint32_t m = ((v >> 3) & 0x01010101u) * 0xffu;
-    return (hi & m) | (lo & ~m);
-#else
-    const uint32_t w[4] = {MM_IQ4_W0, MM_IQ4_W1, MM_IQ4_W2, MM_IQ4_W3};
-    uint32_t r = 0;
-    for (int i = 0; i < 4; i++) {
-        const uint32_t e = (v >> (8 * i)) & 15u;
-        r |= ((w[e >> 2] >> (8 * (e & 3))) & 0xffu) << (8 * i);
-    }
-    return r;
-#endif
+/* The codebook entries of a shuffled quant word c (iq4_nib_shuffle): *lo = those of nibbles 0..3,
+ * *hi = those of nibbles 4..7, four int8 per word. The nibbles' low 3 bits select within each
+ * half of the table (four byte permutes), their bit 3 then picks the half per byte (one permute
+ * each, its selector nibble k = k + 4 * bit 3): 6 permutes and 5 other instructions per 8 entries. */
+HD void mm_iq4_pair(uint32_t c, uint32_t *lo, uint32_t *hi) {
+    const uint32_t s = c & 0x77777777u, t = (c >> 1) & 0x44444444u;
+    const uint32_t a0 = mm_byte_perm(MM_IQ4_W0, MM_IQ4_W1, s), b0 = mm_byte_perm(MM_IQ4_W2, MM_IQ4_W3, s);
+    const uint32_t a1 = mm_byte_perm(MM_IQ4_W0, MM_IQ4_W1, s >> 16), b1 = mm_byte_perm(MM_IQ4_W2, MM_IQ4_W3, s >> 16);
+    *lo = mm_byte_perm(a0, b0, t | 0x3210u);
+    *hi = mm_byte_perm(a1, b1, (t >> 16) | 0x3210u);
 }
 /* bits 0..3 of v -> bit 4 of bytes 0..3 */
 HD uint32_t spread4(uint32_t v) { return (((v & 0xfu) * 0x00204081u) & 0x01010101u) << 4; }
@@ -193,23 +185,20 @@ MM_UNROLL
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
     }
 };
-/* IQ4_NL: Q4_0's block (layout, loads) with the nibbles indexing the codebook (mm_iq4_lookup),
- * no offset. */
+/* IQ4_NL: Q4_0's block (layout, loads) with the nibbles indexing the codebook (shuffled in
+ * registers for mm_iq4_pair), no offset. */
 struct VIQ4_NL : VQ4_0 {
     typedef DecIQ4_NL Dec;
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
-            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
-        }
+        for (int i = 0; i < 4; i++) mm_iq4_pair(iq4_nib_shuffle(r.q[i]), &lo[i], &hi[i]);
         const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
 /* IQ4_XS (layout in quant.c): unit u = sub-block u of the 136-byte superblock, its 16 quant bytes
- * at 8 + 16u indexing the codebook (mm_iq4_lookup), its scale d * (sc6 - 32) from scales_l
+ * at 8 + 16u indexing the codebook (mm_iq4_pair), its scale d * (sc6 - 32) from scales_l
  * nibble u and scales_h bits 2u, 2u + 1. */
 struct VIQ4_XS {
     typedef DecIQ4_XS Dec;
@@ -225,10 +214,48 @@ struct VIQ4_XS {
     template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
         uint32_t lo[4], hi[4];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            lo[i] = mm_iq4_lookup(r.q[i] & 0x0f0f0f0fu);
-            hi[i] = mm_iq4_lookup((r.q[i] >> 4) & 0x0f0f0f0fu);
-        }
+        for (int i = 0; i < 4; i++) mm_iq4_pair(iq4_nib_shuffle(r.q[i]), &lo[i], &hi[i]);
+        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
+        const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
+        return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
+    }
+};
+/* IQ4_NL X8 (see DecIQ4_NLX8): unit u = block u of the group, its 16 shuffled quant bytes one
+ * 16-byte load. */
+struct VIQ4_NLX8 {
+    typedef DecIQ4_NLX8 Dec;
+    enum { QK = 256, BB = 144, UPB = 8, A = 16 };
+    typedef VQ4_0::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        r.d = ld16(b + 2 * u);
+        ldw_a16<16>(b + 16 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
+        const int8_t *x = xq + 32 * u;
+        const int s = dot16(hi, ldx16s<SW>(x + 16), dot16(lo, ldx16s<SW>(x), 0));
+        return mm_h2f((uint16_t)r.d) * xd[u].x * (float)s;
+    }
+};
+/* IQ4_XS S (see DecIQ4_XSS): VIQ4_XS's unit with shuffled quant words, header and quants as
+ * 8-byte loads (superblocks are 8-byte aligned). */
+struct VIQ4_XSS {
+    typedef DecIQ4_XSS Dec;
+    enum { QK = 256, BB = 136, UPB = 8, A = 8 };
+    typedef VIQ4_XS::Raw Raw;
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        uint32_t hl[2];
+        ldw_a8<8>(b, hl);
+        r.h = hl[0];
+        r.l = hl[1];
+        ldw_a8<16>(b + 8 + 16 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[4], hi[4];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
         const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
         const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
         return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
@@ -386,36 +413,38 @@ MM_UNROLL
         return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
     }
 };
-/* Q5_K: as Q4_K, fifth bits from qh bytes [16h, +16) (bit p for sub-block p). */
+/* Q5_K unit u (0..3) = sub-block pair j = u, as Q4_K's: qs bytes [48 + 32j, +32) hold sub-block
+ * 2j in their low nibbles and 2j + 1 in their high nibbles; the fifth bit of element l of
+ * sub-block p is bit p of qh byte l, so the unit loads all 32 qh bytes and takes bits 2j, 2j + 1.
+ * 64 weights per unit: the scale pair is decoded once and the header and qh loaded once per 64
+ * (a unit of 32 loaded them once per 32). */
 struct VQ5_K {
     typedef DecQ5_K Dec;
-    enum { QK = 256, BB = 176, UPB = 8, A = 16 };
+    enum { QK = 256, BB = 176, UPB = 4, A = 16 };
     struct Raw {
-        uint32_t hd[4], qh[4], q[4];
+        uint32_t hd[4], qh[8], q[8];
     };
     static HD void load(const uint8_t *b, int u, Raw &r) {
         ldw_a16<16>(b, r.hd);
-        ldw_a16<16>(b + 16 + 16 * (u & 1), r.qh);
-        ldw_a16<16>(b + 48 + 16 * u, r.q);
+        ldw_a16<32>(b + 16, r.qh);
+        ldw_a16<32>(b + 48 + 32 * u, r.q);
     }
-    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        const int j = u >> 1, h = u & 1;
-        uint32_t lo[4], hi[4];
+    template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[8], hi[8];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) {
-            lo[i] = (r.q[i] & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j)) & 0x01010101u) << 4);
-            hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (((r.qh[i] >> (2 * j + 1)) & 0x01010101u) << 4);
+        for (int i = 0; i < 8; i++) {
+            const uint32_t h = r.qh[i] >> (2 * j);
+            lo[i] = (r.q[i] & 0x0f0f0f0fu) | ((h << 4) & 0x10101010u);
+            hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | ((h << 3) & 0x10101010u);
         }
-        const int s0 = dot16(lo, ldx16s<SW>(xq + 64 * j + 16 * h), 0);
-        const int s1 = dot16(hi, ldx16s<SW>(xq + 64 * j + 32 + 16 * h), 0);
+        const int8_t *xj = xq + 64 * j;
+        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
+        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
         const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
         float sc0, m0, sc1, m1;
-        k4_sm(r.hd + 1, 2 * j, &sc0, &m0);
-        k4_sm(r.hd + 1, 2 * j + 1, &sc1, &m1);
+        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
         const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
-        float v = d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1);
-        if (h == 0) v -= dmin * (m0 * x0.y + m1 * x1.y);
-        return v;
+        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
     }
 };
 /* Q2_K and Q3_K (layouts in quant.c): unit u = the 32 elements 32u.. of the superblock (half h =
