@@ -95,6 +95,30 @@ static int dram_copies(size_t bytes) {
     return copies < 2 ? 2 : (copies > 64 ? 64 : copies);
 }
 
+/* Repacks *w (n_out GGUF rows of `type`) into the context's device layout, into a new buffer
+ * where the layout's rows are longer (as the backend does); returns the type to pass. */
+static uint32_t repack_one(rf_gpu_matmul_ctx *c, uint32_t type, void **w, int64_t n_out, int64_t n_in) {
+    const uint32_t xt = rf_gpu_mm_repack_type(c, type, n_in);
+    if (xt == type) return type;
+    const int64_t rb = rf_gpu_mm_row_bytes(type, n_in), drb = rf_gpu_mm_row_bytes(xt, n_in);
+    void *dst = *w;
+    if (drb != rb) {
+        dst = rf_gpu_mm_alloc((size_t)(drb * n_out) + RF_GPU_WEIGHT_PAD);
+        if (!dst || rf_gpu_mm_fill((uint8_t *)dst + drb * n_out, 0, RF_GPU_WEIGHT_PAD)) return type;
+    }
+    uint32_t pt = type;
+    if (rf_gpu_mm_repack(c, type, *w, dst, n_out, n_in, &pt) || rf_gpu_mm_sync(c)) {
+        fprintf(stderr, "repack: %s\n", rf_last_error());
+        if (dst != *w) rf_gpu_mm_dfree(dst);
+        return type;
+    }
+    if (dst != *w) {
+        rf_gpu_mm_dfree(*w);
+        *w = dst;
+    }
+    return pt;
+}
+
 static rf_gpu_matmul_ctx *ctx_env(const char *name, const char *val) {
     if (name) setenv(name, val, 1);
     rf_gpu_matmul_ctx *c = rf_gpu_matmul_init(NULL);
@@ -135,7 +159,7 @@ static int run_ab(int iters) {
                 for (int k = 0; k < 2; k++)
                     ms[k] = rf_gpu_mm_time(ctx[k], type, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
                 uint32_t pt = type;
-                for (int c = 0; c < copies; c++) rf_gpu_mm_repack(ctx[1], type, dw[c], n_out, n_in, &pt);
+                for (int c = 0; c < copies; c++) pt = repack_one(ctx[1], type, &dw[c], n_out, n_in);
                 for (int k = 0; k < 2; k++)
                     ms[2 + k] = rf_gpu_mm_time(ctx[k], pt, (const void *const *)dw, copies, n_out, n_in, dx, n, dy, iters);
                 printf("%-6s %5lldx%-6lld %2d |", rf_type_name(type), (long long)n_out, (long long)n_in, n);
@@ -182,8 +206,7 @@ int main(int argc, char **argv) {
         float *hx = malloc(sizeof(float) * (size_t)n_in);
         for (int64_t i = 0; i < n_in; i++) hx[i] = randf();
         rf_gpu_mm_upload(dx, hx, sizeof(float) * (size_t)n_in);
-        uint32_t pt = type;
-        rf_gpu_mm_repack(c, type, dw[0], n_out, n_in, &pt);
+        const uint32_t pt = repack_one(c, type, &dw[0], n_out, n_in);
         const double ms = rf_gpu_mm_time(c, pt, (const void *const *)dw, 1, n_out, n_in, dx, 1, dy, iters);
         printf("%s %lldx%lld n=1: %.2f us, %.1f GB/s\n", argv[3], (long long)n_out, (long long)n_in, ms * 1e3,
                (double)bytes / (ms * 1e6));

@@ -48,9 +48,9 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
 #define X8 RF_GPU_MM_X8
 /* The GGUF type of a test type (X8 variants: the type they are repacked from). */
 static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
-/* Elements per X8 group of a GGUF type: 8 blocks (Q4_0, Q8_0, IQ4_NL), 8 superblocks (Q6_K), one
- * superblock (IQ4_XS). */
-static int64_t x8_unit(uint32_t bt) { return bt == RF_TYPE_Q6_K ? 2048 : 256; }
+/* What n_in of a device layout must divide by: 8 blocks (Q4_0, Q8_0, IQ4_NL), one superblock
+ * (Q6_K, whose rows may end in a partial group of 8, and IQ4_XS). */
+#define X8_UNIT 256
 /* Test-type names: "q4_0/x8" for the repacked variants. */
 static const char *tname(uint32_t t) {
     static char buf[4][32];
@@ -155,19 +155,23 @@ static void test_host_decode(void) {
 /* X8: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows; types or
  * shapes without an X8 form are refused (0). */
 static void test_host_decode_x8(void) {
-    static const uint32_t XT[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
+    /* Q6_K three times: rows of a partial group of 8 superblocks only, of whole groups, of both */
+    static const uint32_t XT[] = {RF_TYPE_Q4_0,   RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_Q6_K,
+                                  RF_TYPE_Q6_K,   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
-        const int64_t n_in = x8_unit(type) * test_randint(1, 5);
+        const int64_t groups = t == 2 ? 0 : test_randint(1, 2), part = t == 3 ? 0 : test_randint(1, 7);
+        const int64_t n_in = X8_UNIT * (type == RF_TYPE_Q6_K ? 8 * groups + part : test_randint(1, 20));
         uint64_t rb = 0;
         rf_row_bytes(type, (uint64_t)n_in, &rb);
-        uint8_t *row = malloc(rb), *pk = malloc(rb);
+        const int64_t drb = rf_gpu_mm_row_bytes(type | X8, n_in);
+        uint8_t *row = malloc(rb), *pk = malloc((size_t)drb);
         float *ref = malloc(sizeof(float) * (size_t)n_in), *got = malloc(sizeof(float) * (size_t)n_in);
         int bad = -1;
         for (int rep = 0; rep < 20 && bad < 0; rep++) {
             make_weights(type, 1, n_in, row);
             rf_dequantize_row(type, row, ref, n_in);
-            memset(pk, 0xAB, rb);
+            memset(pk, 0xAB, (size_t)drb);
             const uint32_t xt = rf_gpu_mm_host_repack(type, row, pk, n_in);
             if (xt != (type | X8)) {
                 bad = -2;
@@ -182,8 +186,9 @@ static void test_host_decode_x8(void) {
               bad == -2 ? "repack refused" : "element", bad);
         if (type != RF_TYPE_IQ4_XS) /* (IQ4_XS rows are whole superblocks) */
             CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
-        if (x8_unit(type) > 256) /* whole groups of 8 superblocks only */
-            CHECK(rf_gpu_mm_host_repack(type, row, pk, 1792) == 0, "%s: n_in 1792 has no X8 form", rf_type_name(type));
+        CHECK(drb == (type == RF_TYPE_Q6_K ? (n_in / 2048) * 1680 + (n_in % 2048 ? 144 + n_in % 2048 / 256 * 192 : 0)
+                                           : (int64_t)rb),
+              "%s/x8: %lld bytes per row of %lld", rf_type_name(type), (long long)drb, (long long)n_in);
         free(row);
         free(pk);
         free(ref);
@@ -191,6 +196,10 @@ static void test_host_decode_x8(void) {
     }
     uint8_t b[300] = {0}, o[300];
     CHECK(rf_gpu_mm_host_repack(RF_TYPE_Q4_K, b, o, 256) == 0, "q4_K has no X8 form");
+    /* Llama-2-7B's ffn_down rows: 43 superblocks, 5 whole groups and a partial one of 3 */
+    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q6_K | X8, 11008) == 9120, "q6_K/x8 row of 11008");
+    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q6_K, 11008) == 9030, "q6_K row of 11008");
+    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q4_0 | X8, 224) == -1, "q4_0/x8 has no row of 224");
 }
 
 /* Worst-case error of the int8-activation rounding for one output: sum_i |w_i| * d_b(i) / 2,
@@ -217,10 +226,11 @@ static void test_host_qdot(void) {
                                   RF_TYPE_IQ4_NL | X8, RF_TYPE_IQ4_XS | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
-        const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 4096 : 768;
+        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 2816 : 768; /* Q6_K: a whole group and a partial one */
         uint64_t rb = 0;
         rf_row_bytes(bt, (uint64_t)n_in, &rb);
-        uint8_t *row = malloc(rb + 16), *pk = malloc(rb + 16);
+        const int64_t drb = (type & X8) ? rf_gpu_mm_row_bytes(type, n_in) : (int64_t)rb;
+        uint8_t *row = malloc(rb + 16), *pk = malloc((size_t)drb + 16);
         float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * (size_t)n_in);
         double *xd = malloc(sizeof(double) * (size_t)n_in);
         double worst = 0;
@@ -268,23 +278,38 @@ static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t row
         return NULL;
     }
     if (type & X8) {
+        /* in place where the layout keeps the row bytes, else into a new buffer (as the backend) */
+        const int64_t drb = rf_gpu_mm_row_bytes(type, n_in);
+        const size_t dbytes = (size_t)(drb * rows);
+        void *dst = dw;
+        if (drb != (int64_t)rb) {
+            dst = rf_gpu_mm_alloc(dbytes + RF_GPU_WEIGHT_PAD);
+            if (!dst || rf_gpu_mm_fill((uint8_t *)dst + dbytes, 0, RF_GPU_WEIGHT_PAD)) {
+                CHECK(0, "weight allocation: %s", rf_last_error());
+                rf_gpu_mm_dfree(dw);
+                rf_gpu_mm_dfree(dst);
+                return NULL;
+            }
+        }
         uint32_t got = 0;
-        const int rc = rf_gpu_mm_repack(env->ctx, base_type(type), dw, rows, n_in, &got);
+        const int rc = rf_gpu_mm_repack(env->ctx, base_type(type), dw, dst, rows, n_in, &got);
         CHECK(rc == 0 && got == type, "repack %s %lldx%lld: rc %d, type %s (%s)", tname(type), (long long)rows,
               (long long)n_in, rc, tname(got), rc ? rf_last_error() : "");
+        rf_gpu_mm_sync(env->ctx);
+        if (dst != dw) rf_gpu_mm_dfree(dw);
         if (rc || got != type) {
-            rf_gpu_mm_dfree(dw);
+            rf_gpu_mm_dfree(dst);
             return NULL;
         }
+        dw = dst;
         /* the device's rearrangement, byte for byte the host's (rf_gpu_mm_host_repack, whose
          * decoders test_host_decode_x8 checks against the oracle) */
-        uint8_t *dev = malloc(bytes), *host = malloc((size_t)rb);
-        rf_gpu_mm_sync(env->ctx);
-        rf_gpu_mm_download(dev, dw, bytes);
+        uint8_t *dev = malloc(dbytes), *host = malloc((size_t)drb);
+        rf_gpu_mm_download(dev, dw, dbytes);
         int64_t bad = -1;
         for (int64_t r = 0; r < rows && bad < 0; r++) {
             rf_gpu_mm_host_repack(base_type(type), w + r * (int64_t)rb, host, n_in);
-            if (memcmp(host, dev + r * (int64_t)rb, (size_t)rb)) bad = r;
+            if (memcmp(host, dev + r * drb, (size_t)drb)) bad = r;
         }
         CHECK(bad < 0, "repack %s %lldx%lld: row %lld differs from the host's", tname(type), (long long)rows,
               (long long)n_in, (long long)bad);
@@ -734,7 +759,7 @@ static void test_swiglu_q(gpu_env *env) {
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
         const int64_t qk = rf_type_get(bt)->block_elems;
-        const int64_t unit = (type & X8) ? x8_unit(bt) : (qk > 32 ? qk : 32);
+        const int64_t unit = (type & X8) ? X8_UNIT : (qk > 32 ? qk : 32);
         int64_t n_in = unit * test_randint(1, unit > 256 ? 8 : 24);
         if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
         if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
@@ -853,7 +878,7 @@ static void test_mv_long(gpu_env *env) {
                                   RF_TYPE_IQ4_NL | X8, RF_TYPE_F16, RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
-        const int64_t n_in = (type & X8) && x8_unit(bt) > 256 ? 6144 : 4352; /* whole X8 groups */
+        const int64_t n_in = 4352; /* 17 superblocks: Q6_K X8 rows end in a partial group */
         const int64_t n_out = t < 11 ? test_randint(9000, 13000) : test_randint(3300, 6000);
         uint64_t rb = 0;
         uint8_t *w;
@@ -955,9 +980,10 @@ static void test_gpu(void) {
         } else {
             test_case(&env, type, 37, 768);
             test_case(&env, type, 70, 512);
-            if (type == RF_TYPE_Q6_K) {
+            if (type == RF_TYPE_Q6_K) { /* whole groups, then partial ones */
                 test_case(&env, type | X8, 37, 2048);
-                test_case(&env, type | X8, 70, 4096);
+                test_case(&env, type | X8, 70, 2816);
+                test_case(&env, type | X8, 19, 768);
             }
             if (type == RF_TYPE_IQ4_XS) {
                 test_case(&env, type | X8, 37, 768);

@@ -164,9 +164,31 @@ static void gpu_free_weight(rf_backend *be, void *p) { gpu_free(be, p); }
  * layout (matmul_gpu.h, rf_gpu_mm_repack); w->layout is then the type the matmul calls pass. */
 static int gpu_prepare_matmul_weight(rf_backend *be, rf_weight *w) {
     gpu_impl *g = G(be);
+    const uint32_t want = rf_gpu_mm_repack_type(g->mm, w->type, w->n_in);
+    if (want == w->type) return 0;
+    const int64_t rb_old = rf_gpu_mm_row_bytes(w->type, w->n_in), rb_new = rf_gpu_mm_row_bytes(want, w->n_in);
+    void *dst = w->data;
+    if (rb_new != rb_old) { /* a longer row (a partial group at its end): a new buffer, padded as upload_weight's */
+        const size_t bytes = (size_t)(rb_new * w->n_out);
+        dst = dev_alloc(g, bytes + RF_GPU_WEIGHT_PAD);
+        if (!dst) return -1;
+        const gpuError_t e = gpuMemsetAsync((char *)dst + bytes, 0, RF_GPU_WEIGHT_PAD, g->stream);
+        if (e != gpuSuccess) {
+            rf_set_error("clearing the weight padding: %s", gpuGetErrorString(e));
+            gpuFree(dst);
+            return -1;
+        }
+    }
     uint32_t t = w->type;
-    if (rf_gpu_mm_repack(g->mm, w->type, w->data, w->n_out, w->n_in, &t) || rf_gpu_mm_sync(g->mm)) return -1;
-    w->layout = t == w->type ? 0 : t;
+    if (rf_gpu_mm_repack(g->mm, w->type, w->data, dst, w->n_out, w->n_in, &t) || rf_gpu_mm_sync(g->mm)) {
+        if (dst != w->data) gpuFree(dst);
+        return -1;
+    }
+    if (dst != w->data) {
+        gpuFree(w->data);
+        w->data = dst;
+    }
+    w->layout = t;
     return 0;
 }
 

@@ -38,6 +38,8 @@ typedef hipError_t mmError_t;
 #define mmMemcpy hipMemcpy
 #define mmMemcpyHostToDevice hipMemcpyHostToDevice
 #define mmMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define mmMemcpyAsync hipMemcpyAsync
+#define mmMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define mmMemset hipMemset
 #define mmStreamSynchronize hipStreamSynchronize
 #define mmDeviceSynchronize hipDeviceSynchronize
@@ -68,6 +70,8 @@ typedef cudaError_t mmError_t;
 #define mmMemcpy cudaMemcpy
 #define mmMemcpyHostToDevice cudaMemcpyHostToDevice
 #define mmMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define mmMemcpyAsync cudaMemcpyAsync
+#define mmMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define mmMemset cudaMemset
 #define mmStreamSynchronize cudaStreamSynchronize
 #define mmDeviceSynchronize cudaDeviceSynchronize
@@ -436,6 +440,27 @@ MM_UNROLL
 
 #include "matmul_units.cuh"
 
+/* Rows of a format T (a decoder Dec*, a unit format V* or a k_mvp format): whole blocks of T::QK
+ * elements and T::BB bytes, except where RowPart<T> allows the grouped device layouts a partial
+ * last group: its parts (superblocks) of SUB elements at the full group's offsets, HEAD bytes of
+ * group header, then SUBB bytes per part (DecQ6_KX8). mm_row_step: what n_in must divide by;
+ * mm_row_bytes: bytes per row (n_in a multiple of mm_row_step). */
+template <class T> struct RowPart {
+    enum { SUB = 0, HEAD = 0, SUBB = 0 };
+};
+template <> struct RowPart<DecQ6_KX8> {
+    enum { SUB = 256, HEAD = 144, SUBB = 192 };
+};
+template <> struct RowPart<VQ6_KX8> : RowPart<DecQ6_KX8> {};
+template <class T> HD int64_t mm_row_step(void) {
+    const int64_t sub = RowPart<T>::SUB;
+    return sub != 0 ? sub : (int64_t)T::QK;
+}
+template <class T> HD int64_t mm_row_bytes(int64_t n_in) {
+    const int64_t r = n_in % T::QK, sub = RowPart<T>::SUB;
+    return n_in / T::QK * T::BB + (sub != 0 && r != 0 ? RowPart<T>::HEAD + r / sub * RowPart<T>::SUBB : 0);
+}
+
 #define QX_THREADS 512
 #define QX_MAX_IN 32768 /* largest n_in of the int8 path (scratch sized at init) */
 #define QX_MAX_N 2
@@ -624,7 +649,7 @@ __global__ void __launch_bounds__(MV_THREADS)
     const int64_t o = g0 - job.row0;
     if (jb < 0 || o >= job.n_out) return; /* uniform per warp; no barrier in this kernel */
     const uint8_t *wr = job.w + o * row_bytes;
-    const int nunits = (int)(n_in / V::QK) * V::UPB;
+    const int nunits = (int)(n_in / (V::QK / V::UPB));
     typename V::Raw raw[UN];
     int k0 = lane;
 MM_UNROLL
@@ -703,6 +728,8 @@ MM_UNROLL
 /* Bytes of k_mvp's int8 x before its block scales: n_in rounded up to the 64-byte swizzle group. */
 HD int64_t mvp_round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
+template <class V> struct MvpI8;
+template <class V> struct RowPart<MvpI8<V> > : RowPart<V> {};
 template <class V> struct MvpI8 {
     typedef typename V::Raw Raw;
     typedef typename V::Dec Dec;
@@ -1070,7 +1097,7 @@ __global__ void MVP_BOUNDS(F)
     const int lane = (int)threadIdx.x % ws;
     const int64_t r0 = ((int64_t)blockIdx.x * nwarps + (int)threadIdx.x / ws) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
-    const int nunits = (int)(n_in / F::QK) * F::UPB;
+    const int nunits = (int)(n_in / (F::QK / F::UPB));
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
     Raw cur[UN], nxt[UN];
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
@@ -1215,7 +1242,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * sb) + wid * S;
     const int64_t r0 = ((int64_t)blockIdx.x * nwarps + wid) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
-    const int nunits = (int)(n_in / F::QK) * F::UPB;
+    const int nunits = (int)(n_in / (F::QK / F::UPB));
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
     const int64_t nt = r0 < r1 ? (r1 - r0) * nsteps : 0;
     const int64_t pre = nt < S ? nt : S;
@@ -1836,9 +1863,9 @@ template <class F, int UN>
 static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum) {
     if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS ||
-        n_in <= 0 || n_in % F::QK ||
+        n_in <= 0 || n_in % mm_row_step<F>() ||
         (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
-        (norm_w && (uintptr_t)norm_w % 16) || n_in / F::QK * F::UPB > INT32_MAX)
+        (norm_w && (uintptr_t)norm_w % 16) || n_in / (F::QK / F::UPB) > INT32_MAX)
         return 0;
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % F::A) return 0;
@@ -1856,7 +1883,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
         rows += outs[i].n_out;
     }
     if (jobs.n == 0) return 1;
-    const int64_t row_bytes = n_in / F::QK * F::BB;
+    const int64_t row_bytes = mm_row_bytes<F>(n_in);
     return mvp_launch<F, UN>(ctx, jobs, rows, row_bytes, n_in, x, norm_w, eps, accum) ? -1 : 1;
 }
 
@@ -1867,7 +1894,7 @@ template <class D>
 static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                   const float *norm_w, float eps, int accum) {
     if (ctx->legacy_mv || n < 1 || n > 2 || nouts < 1 || nouts > MV_MAX_OUTS || (uintptr_t)x % 16 || n_in % 4 ||
-        n_in % D::QK || (size_t)n * (size_t)n_in * 4 > MV_SMEM_MAX || (norm_w && (uintptr_t)norm_w % 16))
+        n_in % mm_row_step<D>() || (size_t)n * (size_t)n_in * 4 > MV_SMEM_MAX || (norm_w && (uintptr_t)norm_w % 16))
         return 0;
     int64_t total = 0;
     for (int i = 0; i < nouts; i++) {
@@ -1889,7 +1916,7 @@ static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, 
         rows += (outs[i].n_out + R - 1) / R * R;
     }
     if (jobs.n == 0) return 1;
-    const int64_t row_bytes = n_in / D::QK * D::BB;
+    const int64_t row_bytes = mm_row_bytes<D>(n_in);
     const int wpb = MV_THREADS / ctx->warp_size;
     const int64_t blocks = (rows / R + wpb - 1) / wpb;
     const size_t smem = (size_t)n * (size_t)n_in * 4;
@@ -2005,7 +2032,7 @@ static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
         const int rp = mvp_try<MvpI8<V>, MvpUn<V>::UN>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
         if (rp) return rp;
     }
-    if (!mvq_ok(ctx, n_in, x, n, norm_w) || nouts < 1 || nouts > MV_MAX_OUTS || n_in % V::QK) return 0;
+    if (!mvq_ok(ctx, n_in, x, n, norm_w) || nouts < 1 || nouts > MV_MAX_OUTS || n_in % mm_row_step<V>()) return 0;
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % V::A) return 0;
     MvJobs jobs;
@@ -2026,7 +2053,7 @@ static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
         if (mvq_quantize(ctx, n_in, x, n, norm_w, eps)) return -1;
         *quantized = 1;
     }
-    const int64_t row_bytes = n_in / V::QK * V::BB;
+    const int64_t row_bytes = mm_row_bytes<V>(n_in);
     /* units in flight: 4 (2 per column for two columns), halved for units of more than 64 raw bytes */
     enum { U1 = sizeof(typename V::Raw) <= 64 ? 4 : 2 };
     const int rc = n == 2 ? mvq_launch<V, 2, U1 / 2>(ctx, jobs, rows, row_bytes, n_in, x, n, norm_w, accum)
@@ -2064,9 +2091,9 @@ template <class D>
 static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
                      const float *x, int n, const float *bias, float *y, int accum) {
     const uint8_t *w = (const uint8_t *)wv;
-    if (n_in % D::QK) {
+    if (n_in % mm_row_step<D>()) {
         rf_set_error("gpu matmul: n_in %lld is not a multiple of %s's block (%d)", (long long)n_in, mm_type_name(type),
-                     (int)D::QK);
+                     (int)mm_row_step<D>());
         return -1;
     }
     if ((uintptr_t)w % D::A) {
@@ -2079,7 +2106,7 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
         return -1;
     }
     const int nchunks = (int)nchunks64;
-    const int64_t row_bytes = n_in / D::QK * D::BB;
+    const int64_t row_bytes = mm_row_bytes<D>(n_in);
     if (n <= 2) {
         const rf_gpu_mm_out one = {type, w, n_out, bias, y};
         int quantized = 0;
@@ -2292,10 +2319,9 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
 /* ---- Weight repacking (device layouts: X8, see DecQ4_0X8; IQ4_XS's S, see DecIQ4_XSS) ------ */
 
 /* The device-layout type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 /
- * IQ4_NL with n_in % 256 == 0, Q6_K with n_in % 2048 == 0 (whole groups of 8 superblocks per
- * row), IQ4_XS always. */
+ * IQ4_NL with n_in % 256 == 0, Q6_K and IQ4_XS always (whole superblocks). */
 static uint32_t x8_type(uint32_t type, int64_t n_in) {
-    if (n_in <= 0 || n_in % 256 || (type == RF_TYPE_Q6_K && n_in % 2048)) return 0;
+    if (n_in <= 0 || n_in % 256) return 0;
     switch (type) {
     case RF_TYPE_Q4_0: case RF_TYPE_Q8_0: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
         return type | RF_GPU_MM_X8;
@@ -2321,6 +2347,17 @@ struct X8GroupQ6_K {
     typedef uint4 Word;
     static HD void run(const uint8_t *src, uint8_t *dst) { q6_k_x8_group(src, dst); }
 };
+/* k_repack_q6_k_rows: dst (rows of dst_rb bytes) = the X8 layout of src (GGUF rows of nsb
+ * superblocks, src_rb bytes), partial last groups included; one thread per group of a row. */
+__global__ void k_repack_q6_k_rows(const uint8_t *src, uint8_t *dst, int64_t n_out, int64_t src_rb, int64_t dst_rb,
+                                   int nsb) {
+    const int gpr = (nsb + 7) / 8;
+    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n_out * gpr) return;
+    const int64_t r = g / gpr;
+    const int i = (int)(g % gpr), m = nsb - 8 * i < 8 ? nsb - 8 * i : 8;
+    q6_k_x8_group_m(src + r * src_rb + (int64_t)i * 8 * 210, dst + r * dst_rb + (int64_t)i * 1680, m);
+}
 struct X8GroupIQ4_NL {
     enum { E = 256, B = 144 };
     typedef uint4 Word;
@@ -2354,21 +2391,53 @@ template <class G> static void repack_host(const void *src, void *dst, int64_t n
     for (int64_t g = 0; g < n_in / G::E; g++) G::run((const uint8_t *)src + g * G::B, (uint8_t *)dst + g * G::B);
 }
 
-extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
-                                uint32_t *out_type) {
-    if (!ctx || !out_type || n_out < 0 || n_in < 0 || (n_out > 0 && !w)) {
+extern "C" uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int64_t n_in) {
+    const uint32_t xt = ctx && ctx->repack ? x8_type(type, n_in) : 0;
+    return xt ? xt : type;
+}
+
+extern "C" int64_t rf_gpu_mm_row_bytes(uint32_t type, int64_t n_in) {
+    if (n_in <= 0) return -1;
+    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return n_in % 256 ? -1 : mm_row_bytes<DecQ6_KX8>(n_in);
+    if (type & RF_GPU_MM_X8) {
+        if (!x8_type(type & ~RF_GPU_MM_X8, n_in)) return -1;
+        type &= ~RF_GPU_MM_X8; /* the other device layouts keep GGUF's bytes per row */
+    }
+    uint64_t rb = 0;
+    return rf_row_bytes(type, (uint64_t)n_in, &rb) && rb <= (uint64_t)INT64_MAX ? (int64_t)rb : -1;
+}
+
+extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *src, void *dst, int64_t n_out,
+                                int64_t n_in, uint32_t *out_type) {
+    if (!ctx || !out_type || n_out < 0 || n_in < 0 || (n_out > 0 && (!src || !dst))) {
         rf_set_error("gpu matmul: bad repack arguments");
         return -1;
     }
     *out_type = type;
-    const uint32_t xt = x8_type(type, n_in);
-    if (!ctx->repack || !xt || n_out == 0 || (uintptr_t)w % 16) return 0;
-    switch (type) {
-    case RF_TYPE_Q4_0: repack_launch<X8GroupQ4_0>(ctx, w, n_out, n_in); break;
-    case RF_TYPE_Q8_0: repack_launch<X8GroupQ8_0>(ctx, w, n_out, n_in); break;
-    case RF_TYPE_Q6_K: repack_launch<X8GroupQ6_K>(ctx, w, n_out, n_in); break;
-    case RF_TYPE_IQ4_NL: repack_launch<X8GroupIQ4_NL>(ctx, w, n_out, n_in); break;
-    default: repack_launch<SGroupIQ4_XS>(ctx, w, n_out, n_in); break;
+    const uint32_t xt = rf_gpu_mm_repack_type(ctx, type, n_in);
+    if (xt == type || n_out == 0) return 0;
+    const int64_t src_rb = rf_gpu_mm_row_bytes(type, n_in), dst_rb = rf_gpu_mm_row_bytes(xt, n_in);
+    if ((uintptr_t)src % 16 || (uintptr_t)dst % 16 || (src == dst && src_rb != dst_rb)) {
+        rf_set_error("gpu matmul: repack of %s to %s: %s", mm_type_name(type), mm_type_name(xt),
+                     src_rb != dst_rb ? "needs a separate, 16-byte aligned destination" : "pointers not 16-byte aligned");
+        return -1;
+    }
+    if (src_rb != dst_rb) { /* Q6_K rows ending in a partial group */
+        const int nsb = (int)(n_in / 256);
+        const int64_t threads = n_out * ((nsb + 7) / 8);
+        k_repack_q6_k_rows<<<(unsigned)((threads + 127) / 128), 128, 0, ctx->stream>>>(
+            (const uint8_t *)src, (uint8_t *)dst, n_out, src_rb, dst_rb, nsb);
+    } else {
+        if (src != dst && mm_check(mmMemcpyAsync(dst, src, (size_t)(n_out * src_rb), mmMemcpyDeviceToDevice, ctx->stream),
+                                   "repack copy"))
+            return -1;
+        switch (type) {
+        case RF_TYPE_Q4_0: repack_launch<X8GroupQ4_0>(ctx, dst, n_out, n_in); break;
+        case RF_TYPE_Q8_0: repack_launch<X8GroupQ8_0>(ctx, dst, n_out, n_in); break;
+        case RF_TYPE_Q6_K: repack_launch<X8GroupQ6_K>(ctx, dst, n_out, n_in); break;
+        case RF_TYPE_IQ4_NL: repack_launch<X8GroupIQ4_NL>(ctx, dst, n_out, n_in); break;
+        default: repack_launch<SGroupIQ4_XS>(ctx, dst, n_out, n_in); break;
+        }
     }
     if (mm_check(mmGetLastError(), "repack launch")) return -1;
     *out_type = xt;
@@ -2381,7 +2450,13 @@ extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *
     switch (type) {
     case RF_TYPE_Q4_0: repack_host<X8GroupQ4_0>(src, dst, n_in); break;
     case RF_TYPE_Q8_0: repack_host<X8GroupQ8_0>(src, dst, n_in); break;
-    case RF_TYPE_Q6_K: repack_host<X8GroupQ6_K>(src, dst, n_in); break;
+    case RF_TYPE_Q6_K: {
+        const int nsb = (int)(n_in / 256);
+        for (int i = 0; 8 * i < nsb; i++)
+            q6_k_x8_group_m((const uint8_t *)src + (int64_t)i * 8 * 210, (uint8_t *)dst + (int64_t)i * 1680,
+                            nsb - 8 * i < 8 ? nsb - 8 * i : 8);
+        break;
+    }
     case RF_TYPE_IQ4_NL: repack_host<X8GroupIQ4_NL>(src, dst, n_in); break;
     default: repack_host<SGroupIQ4_XS>(src, dst, n_in); break;
     }
@@ -2427,7 +2502,7 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
  * then the unit loads / dots of k_mvq in unit order, summed in double. */
 template <class V> static double host_qdot(const uint8_t *row, int64_t n_in, const int8_t *xq, const float2 *xd) {
     double s = 0;
-    const int64_t nunits = n_in / V::QK * V::UPB;
+    const int64_t nunits = n_in / (V::QK / V::UPB);
     for (int64_t k = 0; k < nunits; k++) {
         typename V::Raw r;
         const int64_t blk = k / V::UPB;
@@ -2469,7 +2544,7 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 2048) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_NLX8>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XSS>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;

@@ -481,20 +481,24 @@ struct DecQ6_K {
     enum { QK = 256, BB = 210, E = 32, C = 8, A = 2 };
     static HD void dec(const uint8_t *b, int p, float *w) { q6_k_chunk(b, b + 128, b + 192, b + 208, p, w); }
 };
-/* The X8 layout of Q6_K (rf_gpu_mm_repack; device-only, the same bytes per row; rows of n_in %
- * 2048 == 0, so that every row is whole groups): every group of 8 superblocks (1680 bytes) holds
- * the 8 d first (16 bytes), then the 8 x 16 scale bytes, then each superblock's ql and qh (192
- * bytes) in superblock order. With a 16-byte aligned base every superblock's ql / qh and every
- * 16-byte piece of them is 16-byte aligned (GGUF's 210-byte superblocks leave them 2-byte
- * aligned). A decoder "block" is one group: chunk p = chunk p % 8 of superblock p / 8. */
-HD void q6_k_x8_group(const uint8_t *src, uint8_t *dst) {
-    for (int k = 0; k < 8; k++) {
+/* The X8 layout of Q6_K (rf_gpu_mm_repack; device-only): every group of 8 superblocks (1680
+ * bytes) holds the 8 d first (16 bytes), then the 8 x 16 scale bytes, then each superblock's ql
+ * and qh (192 bytes) in superblock order. With a 16-byte aligned base every superblock's ql / qh
+ * and every 16-byte piece of them is 16-byte aligned (GGUF's 210-byte superblocks leave them
+ * 2-byte aligned). A row of n_in % 2048 != 0 ends in a partial group of m < 8 superblocks at a
+ * full group's offsets (144 + 192 m bytes, the unused header slots zero), so such rows are longer
+ * than GGUF's (Llama-2-7B's ffn_down, 43 superblocks: 9120 bytes against 9030) and 16-byte
+ * aligned. A decoder "block" is one group: chunk p = chunk p % 8 of superblock p / 8. */
+HD void q6_k_x8_group_m(const uint8_t *src, uint8_t *dst, int m) {
+    memset(dst, 0, 144);
+    for (int k = 0; k < m; k++) {
         const uint8_t *b = src + 210 * k;
         memcpy(dst + 2 * k, b + 208, 2);
         memcpy(dst + 16 + 16 * k, b + 192, 16);
         memcpy(dst + 144 + 192 * k, b, 192);
     }
 }
+HD void q6_k_x8_group(const uint8_t *src, uint8_t *dst) { q6_k_x8_group_m(src, dst, 8); }
 struct DecQ6_KX8 {
     enum { QK = 2048, BB = 1680, E = 32, C = 64, A = 16 };
     static HD void dec(const uint8_t *b, int p, float *w) {

@@ -3,8 +3,9 @@
  *
  *   y[n][n_out] = x[n][n_in] * W^T (+ bias[n_out])
  *
- * W: n_out rows of n_in elements of GGUF type `type` (core/dtype.h), rows contiguous (row o starts
- * at o * row_bytes(type, n_in)), device memory; n_in must be a multiple of the type's block size.
+ * W: n_out rows of n_in elements of GGUF type `type` (core/dtype.h) or of a device layout (below),
+ * rows contiguous (row o starts at o * rf_gpu_mm_row_bytes(type, n_in)), device memory; n_in must
+ * be a multiple of the type's block size.
  * x, y, bias: f32, row-major, rows contiguous, device memory; y must not overlap x, W or bias.
  * W must be followed by RF_GPU_WEIGHT_PAD readable bytes (the int8 kernels load whole aligned
  * words, which for the last block of a Q4_0 row reach up to 2 bytes past it).
@@ -121,25 +122,37 @@ int rf_gpu_mm_xq_buffers(rf_gpu_matmul_ctx *ctx, int64_t n_in, void **q, void **
 void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
 
 /* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
- * weight that rf_gpu_mm_repack rearranged. X8 (Q4_0, Q8_0; n_in % 256 == 0): every group of 8
- * consecutive blocks of a row holds its 8 f16 scales first, then the 8 blocks' quants, so each
- * block's quants start 16-byte aligned (matmul_decoders.cuh, DecQ4_0X8). X8 of Q6_K (n_in % 2048
- * == 0): every group of 8 superblocks holds its 8 d, then its 8 x 16 scales, then each
- * superblock's ql and qh, all 16-byte aligned (DecQ6_KX8). Same bytes per row as the GGUF type.
- * Any other combination of flag, type and n_in is refused as an unsupported type / shape. */
+ * weight that rf_gpu_mm_repack rearranged (matmul_decoders.cuh):
+ *  - X8 of Q4_0, Q8_0, IQ4_NL (n_in % 256 == 0): every group of 8 consecutive blocks of a row holds
+ *    its 8 f16 scales first, then the 8 blocks' quants, so each block's quants start 16-byte
+ *    aligned (DecQ4_0X8); IQ4_NL's quant words also in the nibble order of iq4_nib_shuffle.
+ *    Same bytes per row as the GGUF type.
+ *  - X8 of Q6_K: every group of 8 superblocks holds its 8 d, then its 8 x 16 scales, then each
+ *    superblock's ql and qh, all 16-byte aligned (DecQ6_KX8). A row of n_in % 2048 != 0 ends in a
+ *    partial group at a full group's offsets, so its rows are longer than GGUF's.
+ *  - IQ4_XS (the same flag): GGUF's superblocks with the quant words in iq4_nib_shuffle's order.
+ * rf_gpu_mm_row_bytes gives the bytes per row of each. Any other combination of flag, type and
+ * n_in is refused as an unsupported type / shape. */
 #define RF_GPU_MM_X8 0x10000u
 
-/* Rearranges W (device memory, 16-byte aligned, n_out rows of n_in elements of `type`) in place
- * into the layout that the matmul kernels stream fastest, where the type has one (today: X8 for
- * Q4_0 and Q8_0 with n_in % 256 == 0 and for Q6_K with n_in % 2048 == 0), and sets *out_type to
- * the type to pass for W from then on (type | RF_GPU_MM_X8, or `type` when W was left as it is).
- * The result is a device-only arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not
- * the embedding lookup). Enqueued on the context's stream. RF_MM_REPACK=0 at init: never
- * rearranges (A/B). Returns 0, or -1 + rf_set_error. */
-int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, void *w, int64_t n_out, int64_t n_in,
+/* The type rf_gpu_mm_repack turns `type` into for rows of n_in elements: type | RF_GPU_MM_X8 where
+ * the type has a device layout for that n_in (Q4_0, Q8_0 and IQ4_NL with n_in % 256 == 0, Q6_K and
+ * IQ4_XS), else `type` (also always with RF_MM_REPACK=0 at init: never rearranges, A/B). */
+uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int64_t n_in);
+/* Bytes per row of n_in elements of `type`, device layouts included; -1 when the type / n_in has
+ * no such rows. */
+int64_t rf_gpu_mm_row_bytes(uint32_t type, int64_t n_in);
+/* Writes W (src: device memory, n_out GGUF rows of n_in elements of `type`) to dst in the layout
+ * rf_gpu_mm_repack_type names, and sets *out_type to that type (`type` itself: nothing written).
+ * dst may be src where the layout keeps the bytes per row (rf_gpu_mm_row_bytes), else a separate
+ * buffer of n_out rows of the new row bytes; both 16-byte aligned. The result is a device-only
+ * arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not the embedding lookup).
+ * Enqueued on the context's stream. Returns 0, or -1 + rf_set_error. */
+int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in,
                      uint32_t *out_type);
-/* The same rearrangement of one row on the host, src -> dst (row bytes of `type`, no overlap);
- * returns the repacked type, or 0 (nothing written) when the type / n_in has no such layout. */
+/* The same rearrangement of one row on the host, src -> dst (dst: rf_gpu_mm_row_bytes of the
+ * result; no overlap); returns the repacked type, or 0 (nothing written) when the type / n_in has
+ * no such layout. */
 uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in);
 
 /* Whether rf_gpu_matmul supports weight type `type`. */
