@@ -22,11 +22,12 @@
  *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
  *    where the default takes the bulk-copy kernel k_mvt).
- *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8 and IQ4_XS's nibble order,
- *    rearranged on the device; "x8" in test names) run the same
- *    checks: the weight is uploaded in GGUF order, repacked in place (and the result compared byte
- *    for byte with rf_gpu_mm_host_repack's), and compared with the same oracle; the host decoders
- *    of the X8 layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
+ *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8, IQ4_XS's nibble order and
+ *    Q5_K's fifth-bit words, rearranged on the device; "x8" in test names) run the same checks:
+ *    the weight is uploaded in GGUF order, repacked (in place, or into a new buffer where Q6_K's
+ *    rows end in a partial group; the result compared byte for byte with
+ *    rf_gpu_mm_host_repack's), and compared with the same oracle; the host decoders of the
+ *    layouts are checked bit for bit on rf_gpu_mm_host_repack'ed rows.
  * 3. Errors: unsupported type and bad n_in return -1.
  * Without a GPU (or a build without a GPU toolchain) the device checks SKIP with a count. */
 #include <math.h>
@@ -49,7 +50,7 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
 /* The GGUF type of a test type (X8 variants: the type they are repacked from). */
 static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
 /* What n_in of a device layout must divide by: 8 blocks (Q4_0, Q8_0, IQ4_NL), one superblock
- * (Q6_K, whose rows may end in a partial group of 8, and IQ4_XS). */
+ * (Q6_K, whose rows may end in a partial group of 8, IQ4_XS, Q5_K). */
 #define X8_UNIT 256
 /* Test-type names: "q4_0/x8" for the repacked variants. */
 static const char *tname(uint32_t t) {
@@ -157,7 +158,7 @@ static void test_host_decode(void) {
 static void test_host_decode_x8(void) {
     /* Q6_K three times: rows of a partial group of 8 superblocks only, of whole groups, of both */
     static const uint32_t XT[] = {RF_TYPE_Q4_0,   RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_Q6_K,
-                                  RF_TYPE_Q6_K,   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
+                                  RF_TYPE_Q6_K,   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q5_K};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
         const int64_t groups = t == 2 ? 0 : test_randint(1, 2), part = t == 3 ? 0 : test_randint(1, 7);
@@ -223,7 +224,7 @@ static void test_host_qdot(void) {
     static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
                                   RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8,
                                   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8,
-                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_IQ4_XS | X8};
+                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_IQ4_XS | X8, RF_TYPE_Q5_K | X8};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
         const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 2816 : 768; /* Q6_K: a whole group and a partial one */
@@ -471,7 +472,7 @@ static void test_ex(gpu_env *env) {
     static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
                                    RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
                                    RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_IQ4_XS | X8,
-                                   RF_TYPE_IQ4_NL | X8};
+                                   RF_TYPE_IQ4_NL | X8, RF_TYPE_Q5_K | X8};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
     static const int NS[] = {1, 2, 5, 33};
     const int64_t n_in = 512;
@@ -754,7 +755,7 @@ static void test_ex_rows(gpu_env *env) {
 static void test_swiglu_q(gpu_env *env) {
     static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_K,
                                   RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS,
-                                  RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8};
+                                  RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8, RF_TYPE_Q5_K | X8};
     const int NT = (int)(sizeof ST / sizeof ST[0]);
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
@@ -875,11 +876,11 @@ static void test_swiglu_q(gpu_env *env) {
 static void test_mv_long(gpu_env *env) {
     static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K,      RF_TYPE_Q6_K,
                                   RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8,
-                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_F16, RF_TYPE_BF16};
+                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_Q5_K | X8, RF_TYPE_F16, RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
         const int64_t n_in = 4352; /* 17 superblocks: Q6_K X8 rows end in a partial group */
-        const int64_t n_out = t < 11 ? test_randint(9000, 13000) : test_randint(3300, 6000);
+        const int64_t n_out = t < 12 ? test_randint(9000, 13000) : test_randint(3300, 6000);
         uint64_t rb = 0;
         uint8_t *w;
         float *wf;
@@ -985,7 +986,7 @@ static void test_gpu(void) {
                 test_case(&env, type | X8, 70, 2816);
                 test_case(&env, type | X8, 19, 768);
             }
-            if (type == RF_TYPE_IQ4_XS) {
+            if (type == RF_TYPE_IQ4_XS || type == RF_TYPE_Q5_K) {
                 test_case(&env, type | X8, 37, 768);
                 test_case(&env, type | X8, 70, 2816);
             }

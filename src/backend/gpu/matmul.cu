@@ -789,13 +789,21 @@ struct MvpBF16 {
 template <class V> struct MvpUn {
     enum { UN = sizeof(typename V::Raw) <= 32 ? 4 : 2 };
 };
-/* Q5_K's unit holds 80 raw bytes: two per step took 133 registers and one block per SM (ptxas
- * sm_90), one per step 126 and two blocks. */
-#ifndef MVP_Q5_K_UN
-#define MVP_Q5_K_UN 1
+/* The units of 64 weights, one per lane per step. Q5_K (GGUF layout, 80 raw bytes): two took 133
+ * registers and one block per SM (ptxas sm_90), one 126 and two blocks. Q5_K H (56 bytes) and
+ * IQ4_XS S (40 bytes) fit two per step in 126 registers, but one streamed faster (7B tg128 on an
+ * H200: Q5_K_M 426 -> 456 t/s, IQ4_XS 388 -> 448). */
+#ifndef MVP_PAIR_UN
+#define MVP_PAIR_UN 1
 #endif
 template <> struct MvpUn<VQ5_K> {
-    enum { UN = MVP_Q5_K_UN };
+    enum { UN = MVP_PAIR_UN };
+};
+template <> struct MvpUn<VQ5_KH> {
+    enum { UN = MVP_PAIR_UN };
+};
+template <> struct MvpUn<VIQ4_XSS> {
+    enum { UN = MVP_PAIR_UN };
 };
 
 #define MVP_THREADS 256
@@ -1546,6 +1554,7 @@ static const char *mm_type_name(uint32_t type) {
     if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return "q6_K/x8";
     if (type == (RF_TYPE_IQ4_NL | RF_GPU_MM_X8)) return "iq4_nl/x8";
     if (type == (RF_TYPE_IQ4_XS | RF_GPU_MM_X8)) return "iq4_xs/s";
+    if (type == (RF_TYPE_Q5_K | RF_GPU_MM_X8)) return "q5_K/h";
     return rf_type_name(type);
 }
 
@@ -1969,6 +1978,7 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVT(DecQ6_KX8);
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVT(DecIQ4_NLX8);
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVT(DecIQ4_XSS);
+    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return MVT(DecQ5_KH);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -2075,6 +2085,7 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVQ(VQ6_KX8);
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVQ(VIQ4_NLX8);
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVQ(VIQ4_XSS);
+    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return MVQ(VQ5_KH);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -2158,7 +2169,7 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
     case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8: case RF_TYPE_Q6_K | RF_GPU_MM_X8:
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: case RF_TYPE_IQ4_XS | RF_GPU_MM_X8:
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: case RF_TYPE_Q5_K | RF_GPU_MM_X8:
         return 1;
     default: return 0;
     }
@@ -2189,6 +2200,7 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: return run_typed<DecQ6_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return run_typed<DecIQ4_NLX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return run_typed<DecIQ4_XSS>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return run_typed<DecQ5_KH>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -2316,14 +2328,16 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
     return 0;
 }
 
-/* ---- Weight repacking (device layouts: X8, see DecQ4_0X8; IQ4_XS's S, see DecIQ4_XSS) ------ */
+/* ---- Weight repacking (device layouts: X8, see DecQ4_0X8; IQ4_XS's S, DecIQ4_XSS; Q5_K's H,
+ * DecQ5_KH) ------------------------------------------------------------------------------- */
 
 /* The device-layout type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 /
- * IQ4_NL with n_in % 256 == 0, Q6_K and IQ4_XS always (whole superblocks). */
+ * IQ4_NL with n_in % 256 == 0, Q6_K, IQ4_XS and Q5_K always (whole superblocks). */
 static uint32_t x8_type(uint32_t type, int64_t n_in) {
     if (n_in <= 0 || n_in % 256) return 0;
     switch (type) {
     case RF_TYPE_Q4_0: case RF_TYPE_Q8_0: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
+    case RF_TYPE_Q5_K:
         return type | RF_GPU_MM_X8;
     default: return 0;
     }
@@ -2362,6 +2376,11 @@ struct X8GroupIQ4_NL {
     enum { E = 256, B = 144 };
     typedef uint4 Word;
     static HD void run(const uint8_t *src, uint8_t *dst) { iq4_nl_x8_group(src, dst); }
+};
+struct HGroupQ5_K {
+    enum { E = 256, B = 176 };
+    typedef uint4 Word;
+    static HD void run(const uint8_t *src, uint8_t *dst) { q5_k_h_block(src, dst); }
 };
 struct SGroupIQ4_XS {
     enum { E = 256, B = 136 };
@@ -2436,6 +2455,7 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
         case RF_TYPE_Q8_0: repack_launch<X8GroupQ8_0>(ctx, dst, n_out, n_in); break;
         case RF_TYPE_Q6_K: repack_launch<X8GroupQ6_K>(ctx, dst, n_out, n_in); break;
         case RF_TYPE_IQ4_NL: repack_launch<X8GroupIQ4_NL>(ctx, dst, n_out, n_in); break;
+        case RF_TYPE_Q5_K: repack_launch<HGroupQ5_K>(ctx, dst, n_out, n_in); break;
         default: repack_launch<SGroupIQ4_XS>(ctx, dst, n_out, n_in); break;
         }
     }
@@ -2458,6 +2478,7 @@ extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *
         break;
     }
     case RF_TYPE_IQ4_NL: repack_host<X8GroupIQ4_NL>(src, dst, n_in); break;
+    case RF_TYPE_Q5_K: repack_host<HGroupQ5_K>(src, dst, n_in); break;
     default: repack_host<SGroupIQ4_XS>(src, dst, n_in); break;
     }
     return xt;
@@ -2487,6 +2508,7 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: host_decode<DecQ6_KX8>(row, n_in, out); return 0;
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: host_decode<DecIQ4_NLX8>(row, n_in, out); return 0;
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: host_decode<DecIQ4_XSS>(row, n_in, out); return 0;
+    case RF_TYPE_Q5_K | RF_GPU_MM_X8: host_decode<DecQ5_KH>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -2547,6 +2569,7 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_NLX8>(row, n_in, xq, xd); break;
     case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XSS>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q5_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_KH>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;

@@ -453,6 +453,39 @@ MM_UNROLL
         }
     }
 };
+/* The H layout of Q5_K (rf_gpu_mm_repack; device-only, in place, same 176-byte superblocks): the
+ * 32 qh bytes become 8 words F[p], one per sub-block p, F[p] bit 8k + i = the fifth bit of
+ * element 4i + k (bit p of qh[4i + k]); so for the quant word i of a sub-block (elements 4i..4i+3
+ * in bytes 0..3) one shift and a mask of F[p] place its four fifth bits at bit 4 of each byte. */
+HD void q5_k_h_block(const uint8_t *src, uint8_t *dst) {
+    memcpy(dst, src, 16);
+    memcpy(dst + 48, src + 48, 128);
+    for (int p = 0; p < 8; p++) {
+        uint32_t f = 0;
+        for (int l = 0; l < 32; l++) f |= (uint32_t)((src[16 + l] >> p) & 1u) << (8 * (l & 3) + (l >> 2));
+        memcpy(dst + 16 + 4 * p, &f, 4);
+    }
+}
+struct DecQ5_KH {
+    enum { QK = 256, BB = 176, E = 32, C = 8, A = 16 };
+    static HD void dec(const uint8_t *b, int p, float *w) {
+        const uint32_t dd = ld32_a4(b);
+        const float d = mm_h2f((uint16_t)(dd & 0xffffu)), dmin = mm_h2f((uint16_t)(dd >> 16));
+        uint32_t sc[3], q[8];
+        ldw_a4<12>(b + 4, sc);
+        const uint32_t f = ld32_a4(b + 16 + 4 * p);
+        ldw_a16<32>(b + 48 + 32 * (p >> 1), q);
+        float s, m;
+        k4_sm(sc, p, &s, &m);
+        const float d1 = d * s, m1 = dmin * m;
+        const int sh = 4 * (p & 1);
+MM_UNROLL
+        for (int l = 0; l < 32; l++) {
+            const uint32_t v = ((byte_of(q, l) >> sh) & 0xf) | (((f >> (8 * (l & 3) + (l >> 2))) & 1) << 4);
+            w[l] = d1 * u2f_sub(v, MAGIC) - m1;
+        }
+    }
+};
 /* Q6_K: ql[128], qh[64], int8 scales[16], f16 d. Chunk p: half h = p/4, quarter t = p%4:
  * element l: nibble (t >= 2 ? high : low) of ql[64h + 32(t&1) + l], bits 2t..2t+1 of
  * qh[32h + l]; scale index 8h + 2t + l/16. */

@@ -131,13 +131,15 @@ void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
  *    superblock's ql and qh, all 16-byte aligned (DecQ6_KX8). A row of n_in % 2048 != 0 ends in a
  *    partial group at a full group's offsets, so its rows are longer than GGUF's.
  *  - IQ4_XS (the same flag): GGUF's superblocks with the quant words in iq4_nib_shuffle's order.
+ *  - Q5_K (the same flag): GGUF's superblocks with the 32 qh bytes as one word of fifth bits per
+ *    sub-block (DecQ5_KH).
  * rf_gpu_mm_row_bytes gives the bytes per row of each. Any other combination of flag, type and
  * n_in is refused as an unsupported type / shape. */
 #define RF_GPU_MM_X8 0x10000u
 
 /* The type rf_gpu_mm_repack turns `type` into for rows of n_in elements: type | RF_GPU_MM_X8 where
- * the type has a device layout for that n_in (Q4_0, Q8_0 and IQ4_NL with n_in % 256 == 0, Q6_K and
- * IQ4_XS), else `type` (also always with RF_MM_REPACK=0 at init: never rearranges, A/B). */
+ * the type has a device layout for that n_in (Q4_0, Q8_0 and IQ4_NL with n_in % 256 == 0, Q6_K,
+ * IQ4_XS and Q5_K), else `type` (also always with RF_MM_REPACK=0 at init: never rearranges, A/B). */
 uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int64_t n_in);
 /* Bytes per row of n_in elements of `type`, device layouts included; -1 when the type / n_in has
  * no such rows. */

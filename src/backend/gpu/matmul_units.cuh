@@ -239,26 +239,33 @@ MM_UNROLL
         return mm_h2f((uint16_t)r.d) * xd[u].x * (float)s;
     }
 };
-/* IQ4_XS S (see DecIQ4_XSS): VIQ4_XS's unit with shuffled quant words, header and quants as
- * 8-byte loads (superblocks are 8-byte aligned). */
+/* IQ4_XS S (see DecIQ4_XSS): unit j (0..3) = sub-blocks 2j and 2j + 1, their 32 shuffled quant
+ * bytes at 8 + 32j and the header as 8-byte loads (superblocks are 8-byte aligned); scales from
+ * scales_l byte j and scales_h bits 4j..4j + 3, the header decoded once per 64 weights. */
 struct VIQ4_XSS {
     typedef DecIQ4_XSS Dec;
-    enum { QK = 256, BB = 136, UPB = 8, A = 8 };
-    typedef VIQ4_XS::Raw Raw;
-    static HD void load(const uint8_t *b, int u, Raw &r) {
+    enum { QK = 256, BB = 136, UPB = 4, A = 8 };
+    struct Raw {
+        uint32_t h, l, q[8]; /* h: d | scales_h << 16; l: scales_l */
+    };
+    static HD void load(const uint8_t *b, int j, Raw &r) {
         uint32_t hl[2];
         ldw_a8<8>(b, hl);
         r.h = hl[0];
         r.l = hl[1];
-        ldw_a8<16>(b + 8 + 16 * u, r.q);
+        ldw_a8<32>(b + 8 + 32 * j, r.q);
     }
-    template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[4], hi[4];
+    template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[8], hi[8];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
-        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
-        const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
-        return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
+        for (int i = 0; i < 8; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
+        const int8_t *x = xq + 64 * j;
+        const int s0 = dot16(hi, ldx16s<SW>(x + 16), dot16(lo, ldx16s<SW>(x), 0));
+        const int s1 = dot16(hi + 4, ldx16s<SW>(x + 48), dot16(lo + 4, ldx16s<SW>(x + 32), 0));
+        const uint32_t l = r.l >> (8 * j), h = r.h >> (16 + 4 * j);
+        const int ls0 = (int)((l & 0xfu) | ((h & 3u) << 4)), ls1 = (int)(((l >> 4) & 0xfu) | ((h & 0xcu) << 2));
+        return mm_h2f((uint16_t)(r.h & 0xffffu)) *
+               ((float)(ls0 - 32) * xd[2 * j].x * (float)s0 + (float)(ls1 - 32) * xd[2 * j + 1].x * (float)s1);
     }
 };
 struct VQ4_1 {
@@ -436,6 +443,38 @@ MM_UNROLL
             const uint32_t h = r.qh[i] >> (2 * j);
             lo[i] = (r.q[i] & 0x0f0f0f0fu) | ((h << 4) & 0x10101010u);
             hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | ((h << 3) & 0x10101010u);
+        }
+        const int8_t *xj = xq + 64 * j;
+        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
+        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
+        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+        float sc0, m0, sc1, m1;
+        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
+        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
+        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+    }
+};
+/* Q5_K H (see DecQ5_KH): VQ5_K's pair unit with the fifth bits of sub-blocks 2j, 2j + 1 as the
+ * two words F[2j], F[2j + 1] (one 8-byte load instead of all 32 qh bytes): 56 raw bytes. */
+struct VQ5_KH {
+    typedef DecQ5_KH Dec;
+    enum { QK = 256, BB = 176, UPB = 4, A = 16 };
+    struct Raw {
+        uint32_t hd[4], f[2], q[8];
+    };
+    static HD void load(const uint8_t *b, int u, Raw &r) {
+        ldw_a16<16>(b, r.hd);
+        ldw_a8<8>(b + 16 + 8 * u, r.f);
+        ldw_a16<32>(b + 48 + 32 * u, r.q);
+    }
+    template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        uint32_t lo[8], hi[8];
+MM_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t f0 = i <= 4 ? r.f[0] << (4 - i) : r.f[0] >> (i - 4);
+            const uint32_t f1 = i <= 4 ? r.f[1] << (4 - i) : r.f[1] >> (i - 4);
+            lo[i] = (r.q[i] & 0x0f0f0f0fu) | (f0 & 0x10101010u);
+            hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (f1 & 0x10101010u);
         }
         const int8_t *xj = xq + 64 * j;
         const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
