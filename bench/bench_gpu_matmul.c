@@ -5,8 +5,8 @@
  * ab: decode A/B in one process: for Q4_K Q6_K Q4_0 Q8_0 F16 and the 7B and 1B decode shapes, n = 1,
  * GB/s of a context with the switch AB_SWITCH=0 (default RF_MM_MVP: the two-kernel path k_qx +
  * k_mvq, or k_mv for F16; e.g. AB_SWITCH=RF_MM_TMA: k_mvp instead of k_mvt) and of the default
- * context, each on the GGUF layout and after rf_gpu_mm_repack (X8 layouts of Q4_0 / Q8_0; the
- * other types are left as they are, so those columns repeat).
+ * context, each on the GGUF layout and after rf_gpu_mm_repack (the device layouts of Q4_0, Q8_0
+ * and Q6_K; Q4_K and F16 have none, so those columns repeat).
  * one TYPE N_OUT N_IN: n = 1 calls of the default context on a repacked weight (for a profiler;
  * RF_MM_REPACK=0: the GGUF layout).
  *
