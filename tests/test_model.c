@@ -310,9 +310,15 @@ static void test_batches(const char *device, int kv) {
      * batch, so they must agree to rounding. The fast paths may use other kernels for other batch
      * sizes (GPU: tensor-core f16-operand attention above 8 tokens, f32 matvec vs GEMM; CPU: matvec
      * vs GEMM summation order). Measured on this f32 model (2026-11-21): CPU 0, H200 9.6e-3; a
-     * cache slot or block-table mistake gives differences of order 1. */
+     * cache slot or block-table mistake gives differences of order 1. A q8_0 cache on the GPU
+     * brings back the 8-bit rounding flips that the f32 file avoids: K and V come from the batch's
+     * GEMM in one run and from matvecs in the other, and a value that lands on the other side of
+     * a q8_0 rounding step is amplified by the random weights. 19 runs of random tokens on an H200
+     * (2026-11-23): 1.6e-2 .. 4.9e-2, 8 of them above 3e-2; f16 / f32 caches in the same runs
+     * 4.8e-3 .. 1.5e-2. */
     bool reference = !strcmp(device, "cpu-ref") || !strcmp(device, "cpu-ggml");
-    float tol = reference ? 1e-4f : strncmp(device, "gpu", 3) ? 1e-2f : 3e-2f;
+    bool gpu = !strncmp(device, "gpu", 3);
+    float tol = reference ? 1e-4f : !gpu ? 1e-2f : kv == RF_KV_Q8_0 ? 1e-1f : 3e-2f;
     printf("batched vs alone on %s (kv %s): %d positions, max rel diff %.2e (limit %.0e)\n", device, kv_name(kv),
            checked, max_err, tol);
     CHECK(max_err < tol, "batched logits differ from alone logits by %.3e on %s", max_err, device);
