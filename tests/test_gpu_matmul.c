@@ -23,7 +23,7 @@
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
  *    where the default takes the bulk-copy kernel k_mvt).
  *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8, IQ4_XS's nibble order and
- *    Q5_K's fifth-bit words, rearranged on the device; "x8" in test names) run the same checks:
+ *    Q5_K's fifth-bit words, rearranged on the device; "/dev" in test names) run the same checks:
  *    the weight is uploaded in GGUF order, repacked (in place, or into a new buffer where Q6_K's
  *    rows end in a partial group; the result compared byte for byte with
  *    rf_gpu_mm_host_repack's), and compared with the same oracle; the host decoders of the
@@ -46,19 +46,19 @@ static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TY
                                  RF_TYPE_Q5_0, RF_TYPE_Q5_1, RF_TYPE_Q8_0, RF_TYPE_Q2_K,   RF_TYPE_Q3_K,
                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
-#define X8 RF_GPU_MM_X8
-/* The GGUF type of a test type (X8 variants: the type they are repacked from). */
-static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)X8; }
+#define LAYOUT RF_GPU_MM_LAYOUT
+/* The GGUF type of a test type (device-layout variants: the type they are repacked from). */
+static uint32_t base_type(uint32_t t) { return t & ~(uint32_t)LAYOUT; }
 /* What n_in of a device layout must divide by: 8 blocks (Q4_0, Q8_0, IQ4_NL), one superblock
  * (Q6_K, whose rows may end in a partial group of 8, IQ4_XS, Q5_K). */
-#define X8_UNIT 256
-/* Test-type names: "q4_0/x8" for the repacked variants. */
+#define LAYOUT_UNIT 256
+/* Test-type names: "q4_0/dev" for the repacked variants. */
 static const char *tname(uint32_t t) {
     static char buf[4][32];
     static int k;
-    if (!(t & X8)) return rf_type_name(t);
+    if (!(t & LAYOUT)) return rf_type_name(t);
     k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/x8", rf_type_name(base_type(t)));
+    snprintf(buf[k], sizeof buf[k], "%s/dev", rf_type_name(base_type(t)));
     return buf[k];
 }
 
@@ -153,19 +153,19 @@ static void test_host_decode(void) {
     }
 }
 
-/* X8: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows; types or
- * shapes without an X8 form are refused (0). */
-static void test_host_decode_x8(void) {
+/* Device layouts: the host decoders of the repacked rows equal rf_dequantize_row of the GGUF rows;
+ * types or shapes without a device layout are refused (0). */
+static void test_host_decode_layouts(void) {
     /* Q6_K three times: rows of a partial group of 8 superblocks only, of whole groups, of both */
     static const uint32_t XT[] = {RF_TYPE_Q4_0,   RF_TYPE_Q8_0, RF_TYPE_Q6_K, RF_TYPE_Q6_K,
                                   RF_TYPE_Q6_K,   RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q5_K};
     for (size_t t = 0; t < sizeof XT / sizeof XT[0]; t++) {
         const uint32_t type = XT[t];
         const int64_t groups = t == 2 ? 0 : test_randint(1, 2), part = t == 3 ? 0 : test_randint(1, 7);
-        const int64_t n_in = X8_UNIT * (type == RF_TYPE_Q6_K ? 8 * groups + part : test_randint(1, 20));
+        const int64_t n_in = LAYOUT_UNIT * (type == RF_TYPE_Q6_K ? 8 * groups + part : test_randint(1, 20));
         uint64_t rb = 0;
         rf_row_bytes(type, (uint64_t)n_in, &rb);
-        const int64_t drb = rf_gpu_mm_row_bytes(type | X8, n_in);
+        const int64_t drb = rf_gpu_mm_row_bytes(type | LAYOUT, n_in);
         uint8_t *row = malloc(rb), *pk = malloc((size_t)drb);
         float *ref = malloc(sizeof(float) * (size_t)n_in), *got = malloc(sizeof(float) * (size_t)n_in);
         int bad = -1;
@@ -174,7 +174,7 @@ static void test_host_decode_x8(void) {
             rf_dequantize_row(type, row, ref, n_in);
             memset(pk, 0xAB, (size_t)drb);
             const uint32_t xt = rf_gpu_mm_host_repack(type, row, pk, n_in);
-            if (xt != (type | X8)) {
+            if (xt != (type | LAYOUT)) {
                 bad = -2;
                 break;
             }
@@ -183,24 +183,24 @@ static void test_host_decode_x8(void) {
             for (int64_t i = 0; i < n_in && bad < 0; i++)
                 if (memcmp(&got[i], &ref[i], 4)) bad = (int)i;
         }
-        CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | X8), (long long)n_in,
+        CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | LAYOUT), (long long)n_in,
               bad == -2 ? "repack refused" : "element", bad);
         if (type != RF_TYPE_IQ4_XS) /* (IQ4_XS rows are whole superblocks) */
-            CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no X8 form", rf_type_name(type));
+            CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no device layout", rf_type_name(type));
         CHECK(drb == (type == RF_TYPE_Q6_K ? (n_in / 2048) * 1680 + (n_in % 2048 ? 144 + n_in % 2048 / 256 * 192 : 0)
                                            : (int64_t)rb),
-              "%s/x8: %lld bytes per row of %lld", rf_type_name(type), (long long)drb, (long long)n_in);
+              "%s/dev: %lld bytes per row of %lld", rf_type_name(type), (long long)drb, (long long)n_in);
         free(row);
         free(pk);
         free(ref);
         free(got);
     }
     uint8_t b[300] = {0}, o[300];
-    CHECK(rf_gpu_mm_host_repack(RF_TYPE_Q4_K, b, o, 256) == 0, "q4_K has no X8 form");
+    CHECK(rf_gpu_mm_host_repack(RF_TYPE_Q4_K, b, o, 256) == 0, "q4_K has no device layout");
     /* Llama-2-7B's ffn_down rows: 43 superblocks, 5 whole groups and a partial one of 3 */
-    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q6_K | X8, 11008) == 9120, "q6_K/x8 row of 11008");
+    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q6_K | LAYOUT, 11008) == 9120, "q6_K/dev row of 11008");
     CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q6_K, 11008) == 9030, "q6_K row of 11008");
-    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q4_0 | X8, 224) == -1, "q4_0/x8 has no row of 224");
+    CHECK(rf_gpu_mm_row_bytes(RF_TYPE_Q4_0 | LAYOUT, 224) == -1, "q4_0/dev has no row of 224");
 }
 
 /* Worst-case error of the int8-activation rounding for one output: sum_i |w_i| * d_b(i) / 2,
@@ -222,26 +222,26 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
  * with the int8 rounding bound (no GPU needed). */
 static void test_host_qdot(void) {
     static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
-                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8,
-                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | X8,
-                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_IQ4_XS | X8, RF_TYPE_Q5_K | X8};
+                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT,
+                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | LAYOUT,
+                                  RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
-        const int64_t n_in = type == (RF_TYPE_Q6_K | X8) ? 2816 : 768; /* Q6_K: a whole group and a partial one */
+        const int64_t n_in = type == (RF_TYPE_Q6_K | LAYOUT) ? 2816 : 768; /* Q6_K: a whole group and a partial one */
         uint64_t rb = 0;
         rf_row_bytes(bt, (uint64_t)n_in, &rb);
-        const int64_t drb = (type & X8) ? rf_gpu_mm_row_bytes(type, n_in) : (int64_t)rb;
+        const int64_t drb = (type & LAYOUT) ? rf_gpu_mm_row_bytes(type, n_in) : (int64_t)rb;
         uint8_t *row = malloc(rb + 16), *pk = malloc((size_t)drb + 16);
         float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * (size_t)n_in);
         double *xd = malloc(sizeof(double) * (size_t)n_in);
         double worst = 0;
         int rc = 0;
         for (int rep = 0; rep < 40 && rc == 0; rep++) {
-            /* 2-byte offset rows where the layout allows them (X8 rows are 16-byte aligned) */
-            uint8_t *r = row + 2 * (rep % 2 && !(type & X8) && rf_type_get(bt)->block_bytes % 4 ? 1 : 0);
+            /* 2-byte offset rows where the layout allows them (device-layout rows are 16-byte aligned) */
+            uint8_t *r = row + 2 * (rep % 2 && !(type & LAYOUT) && rf_type_get(bt)->block_bytes % 4 ? 1 : 0);
             make_weights(bt, 1, n_in, r);
             rf_dequantize_row(bt, r, wf, n_in);
-            if (type & X8) r = rf_gpu_mm_host_repack(bt, r, pk, n_in) == type ? pk : NULL;
+            if (type & LAYOUT) r = rf_gpu_mm_host_repack(bt, r, pk, n_in) == type ? pk : NULL;
             for (int64_t i = 0; i < n_in; i++) xd[i] = x[i] = gauss() * (rep % 3 ? 1.0f : 100.0f);
             double got = 0, ref = 0, mag = 0;
             rc = r ? rf_gpu_mm_host_qdot(type, r, n_in, x, &got) : -1;
@@ -266,8 +266,8 @@ typedef struct {
     int has_cublas;
 } gpu_env;
 
-/* Device copy of `rows` GGUF rows w of base_type(type) (+ the weight padding); X8 test types are
- * then repacked on the device (the call must report the X8 type). NULL + a failed check on error. */
+/* Device copy of `rows` GGUF rows w of base_type(type) (+ the weight padding); device-layout test types
+ * are then repacked on the device (the call must report the layout type). NULL + a failed check on error. */
 static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t rows, int64_t n_in) {
     uint64_t rb = 0;
     rf_row_bytes(base_type(type), (uint64_t)n_in, &rb);
@@ -278,7 +278,7 @@ static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t row
         rf_gpu_mm_dfree(dw);
         return NULL;
     }
-    if (type & X8) {
+    if (type & LAYOUT) {
         /* in place where the layout keeps the row bytes, else into a new buffer (as the backend) */
         const int64_t drb = rf_gpu_mm_row_bytes(type, n_in);
         const size_t dbytes = (size_t)(drb * rows);
@@ -304,7 +304,7 @@ static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t row
         }
         dw = dst;
         /* the device's rearrangement, byte for byte the host's (rf_gpu_mm_host_repack, whose
-         * decoders test_host_decode_x8 checks against the oracle) */
+         * decoders test_host_decode_layouts checks against the oracle) */
         uint8_t *dev = malloc(dbytes), *host = malloc((size_t)drb);
         rf_gpu_mm_download(dev, dw, dbytes);
         int64_t bad = -1;
@@ -471,8 +471,8 @@ done:
 static void test_ex(gpu_env *env) {
     static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
                                    RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
-                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_IQ4_XS | X8,
-                                   RF_TYPE_IQ4_NL | X8, RF_TYPE_Q5_K | X8};
+                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT,
+                                   RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
     static const int NS[] = {1, 2, 5, 33};
     const int64_t n_in = 512;
@@ -637,7 +637,7 @@ static void test_ex(gpu_env *env) {
  * test_ex (the int8 rounding bound only for the int8 types); then a NaN in x: every row NaN. */
 static void test_ex_rows(gpu_env *env) {
     static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0,      RF_TYPE_Q4_0,      RF_TYPE_Q5_K,
-                                  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_0 | X8};
+                                  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q4_0 | LAYOUT};
     for (size_t t = 0; t < sizeof RT / sizeof RT[0]; t++) {
         const uint32_t type = RT[t], bt = base_type(type);
         const int int8 = type != RF_TYPE_F16 && type != RF_TYPE_BF16;
@@ -753,14 +753,14 @@ static void test_ex_rows(gpu_env *env) {
  * exactly the oracle's inf / NaN per output (the consumer's exact f32 path). Finally the int8 copy
  * must be good for the next call only: a matmul on another x in between, then x = out again. */
 static void test_swiglu_q(gpu_env *env) {
-    static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q4_K,
+    static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q4_K,
                                   RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS,
-                                  RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8, RF_TYPE_Q5_K | X8};
+                                  RF_TYPE_Q6_K | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     const int NT = (int)(sizeof ST / sizeof ST[0]);
     for (int trial = 0; trial < 2 * NT; trial++) {
         const uint32_t type = ST[trial % NT], bt = base_type(type);
         const int64_t qk = rf_type_get(bt)->block_elems;
-        const int64_t unit = (type & X8) ? X8_UNIT : (qk > 32 ? qk : 32);
+        const int64_t unit = (type & LAYOUT) ? LAYOUT_UNIT : (qk > 32 ? qk : 32);
         int64_t n_in = unit * test_randint(1, unit > 256 ? 8 : 24);
         if (trial % 5 == 4) n_in = unit * ((11008 + unit - 1) / unit);
         if (n_in % 64 == 0 && unit == 32 && trial % 3 == 0) n_in += 32; /* an odd count of 32-blocks */
@@ -867,7 +867,7 @@ static void test_swiglu_q(gpu_env *env) {
 
 /* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
  * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step): the
- * X8 formats (k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp); 9000-13000 rows of
+ * device layouts (Q4_0 X8 on k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp); 9000-13000 rows of
  * n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a NaN
  * in x. F16 and BF16 again with 3300-6000 rows: on GPUs of about 132 multiprocessors that is two
  * rows per warp, where they take the deeper k_mvp instance (mvp_few_rows; the shorter test cases
@@ -875,8 +875,8 @@ static void test_swiglu_q(gpu_env *env) {
  * as test_case / test_ex (int8 rounding bound for the quantized types). */
 static void test_mv_long(gpu_env *env) {
     static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K,      RF_TYPE_Q6_K,
-                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | X8, RF_TYPE_Q8_0 | X8, RF_TYPE_Q6_K | X8, RF_TYPE_IQ4_XS | X8,
-                                  RF_TYPE_IQ4_NL | X8, RF_TYPE_Q5_K | X8, RF_TYPE_F16, RF_TYPE_BF16};
+                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q6_K | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT,
+                                  RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT, RF_TYPE_F16, RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
         const int64_t n_in = 4352; /* 17 superblocks: Q6_K X8 rows end in a partial group */
@@ -975,20 +975,20 @@ static void test_gpu(void) {
             test_case(&env, type, 67, 224);
             test_case(&env, type, 130, 416);
             if (type == RF_TYPE_Q4_0 || type == RF_TYPE_Q8_0 || type == RF_TYPE_IQ4_NL) {
-                test_case(&env, type | X8, 67, 768);
-                test_case(&env, type | X8, 130, 512);
+                test_case(&env, type | LAYOUT, 67, 768);
+                test_case(&env, type | LAYOUT, 130, 512);
             }
         } else {
             test_case(&env, type, 37, 768);
             test_case(&env, type, 70, 512);
             if (type == RF_TYPE_Q6_K) { /* whole groups, then partial ones */
-                test_case(&env, type | X8, 37, 2048);
-                test_case(&env, type | X8, 70, 2816);
-                test_case(&env, type | X8, 19, 768);
+                test_case(&env, type | LAYOUT, 37, 2048);
+                test_case(&env, type | LAYOUT, 70, 2816);
+                test_case(&env, type | LAYOUT, 19, 768);
             }
             if (type == RF_TYPE_IQ4_XS || type == RF_TYPE_Q5_K) {
-                test_case(&env, type | X8, 37, 768);
-                test_case(&env, type | X8, 70, 2816);
+                test_case(&env, type | LAYOUT, 37, 768);
+                test_case(&env, type | LAYOUT, 70, 2816);
             }
         }
     }
@@ -1019,7 +1019,7 @@ static void test_gpu(void) {
     if (e32.ctx) {
         test_case(&e32, RF_TYPE_Q4_K, 37, 768);
         test_case(&e32, RF_TYPE_Q5_K, 70, 512);
-        test_case(&e32, RF_TYPE_Q4_0 | X8, 67, 768);
+        test_case(&e32, RF_TYPE_Q4_0 | LAYOUT, 67, 768);
         rf_gpu_matmul_free(e32.ctx);
     }
     /* Errors. */
@@ -1036,7 +1036,7 @@ static void test_gpu(void) {
 int main(void) {
     printf("seed %llu\n", (unsigned long long)test_seed());
     test_host_decode();
-    test_host_decode_x8();
+    test_host_decode_layouts();
     test_host_qdot();
     test_gpu();
     return test_finish();

@@ -1523,7 +1523,7 @@ struct rf_gpu_matmul_ctx {
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
-    int repack;    /* rf_gpu_mm_repack rearranges Q4_0 / Q8_0 (RF_MM_REPACK=0: leaves every weight as it is) */
+    int repack;    /* rf_gpu_mm_repack writes device layouts (RF_MM_REPACK=0: leaves every weight as it is) */
     struct {
         const void *fn;
         size_t smem;
@@ -1547,14 +1547,14 @@ struct rf_gpu_matmul_ctx {
 /* Weight scratch cap for the f16 GEMM path: slabs of at most this many elements. */
 #define MM_WSCR_MAX_ELEMS ((int64_t)32 << 20)
 
-/* A weight type's name for messages, X8 layouts included ("q4_0/x8"). */
+/* A weight type's name for messages, device layouts included ("q4_0/x8"). */
 static const char *mm_type_name(uint32_t type) {
-    if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_X8)) return "q4_0/x8";
-    if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_X8)) return "q8_0/x8";
-    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return "q6_K/x8";
-    if (type == (RF_TYPE_IQ4_NL | RF_GPU_MM_X8)) return "iq4_nl/x8";
-    if (type == (RF_TYPE_IQ4_XS | RF_GPU_MM_X8)) return "iq4_xs/s";
-    if (type == (RF_TYPE_Q5_K | RF_GPU_MM_X8)) return "q5_K/h";
+    if (type == (RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT)) return "q4_0/x8";
+    if (type == (RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT)) return "q8_0/x8";
+    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT)) return "q6_K/x8";
+    if (type == (RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT)) return "iq4_nl/x8";
+    if (type == (RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT)) return "iq4_xs/s";
+    if (type == (RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT)) return "q5_K/h";
     return rf_type_name(type);
 }
 
@@ -1973,12 +1973,12 @@ static int mv_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_ou
     case RF_TYPE_Q5_0: return MVT(DecQ5_0);
     case RF_TYPE_Q5_1: return MVT(DecQ5_1);
     case RF_TYPE_Q8_0: return MVT(DecQ8_0);
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVT(DecQ4_0X8);
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVT(DecQ8_0X8);
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVT(DecQ6_KX8);
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVT(DecIQ4_NLX8);
-    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVT(DecIQ4_XSS);
-    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return MVT(DecQ5_KH);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: return MVT(DecQ4_0X8);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: return MVT(DecQ8_0X8);
+    case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT: return MVT(DecQ6_KX8);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: return MVT(DecIQ4_NLX8);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: return MVT(DecIQ4_XSS);
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: return MVT(DecQ5_KH);
     case RF_TYPE_Q2_K: return MVT(DecQ2_K);
     case RF_TYPE_Q3_K: return MVT(DecQ3_K);
     case RF_TYPE_Q4_K: return MVT(DecQ4_K);
@@ -2080,12 +2080,12 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
     case RF_TYPE_Q5_0: return MVQ(VQ5_0);
     case RF_TYPE_Q5_1: return MVQ(VQ5_1);
     case RF_TYPE_Q8_0: return MVQ(VQ8_0);
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return MVQ(VQ4_0X8);
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return MVQ(VQ8_0X8);
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return MVQ(VQ6_KX8);
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return MVQ(VIQ4_NLX8);
-    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return MVQ(VIQ4_XSS);
-    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return MVQ(VQ5_KH);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: return MVQ(VQ4_0X8);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: return MVQ(VQ8_0X8);
+    case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT: return MVQ(VQ6_KX8);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: return MVQ(VIQ4_NLX8);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: return MVQ(VIQ4_XSS);
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: return MVQ(VQ5_KH);
     case RF_TYPE_Q4_K: return MVQ(VQ4_K);
     case RF_TYPE_Q5_K: return MVQ(VQ5_K);
     case RF_TYPE_Q6_K: return MVQ(VQ6_K);
@@ -2168,8 +2168,8 @@ extern "C" int rf_gpu_matmul_supports(uint32_t type) {
     case RF_TYPE_F32: case RF_TYPE_F16: case RF_TYPE_BF16: case RF_TYPE_Q4_0: case RF_TYPE_Q4_1:
     case RF_TYPE_Q5_0: case RF_TYPE_Q5_1: case RF_TYPE_Q8_0: case RF_TYPE_Q2_K: case RF_TYPE_Q3_K:
     case RF_TYPE_Q4_K: case RF_TYPE_Q5_K: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: case RF_TYPE_Q8_0 | RF_GPU_MM_X8: case RF_TYPE_Q6_K | RF_GPU_MM_X8:
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: case RF_TYPE_Q5_K | RF_GPU_MM_X8:
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT:
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT:
         return 1;
     default: return 0;
     }
@@ -2195,12 +2195,12 @@ static int mm_one(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *w, int64_t 
     case RF_TYPE_Q5_0: return run_typed<DecQ5_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q5_1: return run_typed<DecQ5_1>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q8_0: return run_typed<DecQ8_0>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: return run_typed<DecQ6_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: return run_typed<DecIQ4_NLX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: return run_typed<DecIQ4_XSS>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
-    case RF_TYPE_Q5_K | RF_GPU_MM_X8: return run_typed<DecQ5_KH>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: return run_typed<DecQ4_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: return run_typed<DecQ8_0X8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT: return run_typed<DecQ6_KX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: return run_typed<DecIQ4_NLX8>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: return run_typed<DecIQ4_XSS>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: return run_typed<DecQ5_KH>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q2_K: return run_typed<DecQ2_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q3_K: return run_typed<DecQ3_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
     case RF_TYPE_Q4_K: return run_typed<DecQ4_K>(ctx, type, w, n_out, n_in, x, n, bias, y, accum);
@@ -2333,12 +2333,12 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
 
 /* The device-layout type of `type` for rows of n_in elements, or 0 when it has none: Q4_0 / Q8_0 /
  * IQ4_NL with n_in % 256 == 0, Q6_K, IQ4_XS and Q5_K always (whole superblocks). */
-static uint32_t x8_type(uint32_t type, int64_t n_in) {
+static uint32_t layout_type(uint32_t type, int64_t n_in) {
     if (n_in <= 0 || n_in % 256) return 0;
     switch (type) {
     case RF_TYPE_Q4_0: case RF_TYPE_Q8_0: case RF_TYPE_Q6_K: case RF_TYPE_IQ4_NL: case RF_TYPE_IQ4_XS:
     case RF_TYPE_Q5_K:
-        return type | RF_GPU_MM_X8;
+        return type | RF_GPU_MM_LAYOUT;
     default: return 0;
     }
 }
@@ -2411,16 +2411,16 @@ template <class G> static void repack_host(const void *src, void *dst, int64_t n
 }
 
 extern "C" uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int64_t n_in) {
-    const uint32_t xt = ctx && ctx->repack ? x8_type(type, n_in) : 0;
+    const uint32_t xt = ctx && ctx->repack ? layout_type(type, n_in) : 0;
     return xt ? xt : type;
 }
 
 extern "C" int64_t rf_gpu_mm_row_bytes(uint32_t type, int64_t n_in) {
     if (n_in <= 0) return -1;
-    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_X8)) return n_in % 256 ? -1 : mm_row_bytes<DecQ6_KX8>(n_in);
-    if (type & RF_GPU_MM_X8) {
-        if (!x8_type(type & ~RF_GPU_MM_X8, n_in)) return -1;
-        type &= ~RF_GPU_MM_X8; /* the other device layouts keep GGUF's bytes per row */
+    if (type == (RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT)) return n_in % 256 ? -1 : mm_row_bytes<DecQ6_KX8>(n_in);
+    if (type & RF_GPU_MM_LAYOUT) {
+        if (!layout_type(type & ~RF_GPU_MM_LAYOUT, n_in)) return -1;
+        type &= ~RF_GPU_MM_LAYOUT; /* the other device layouts keep GGUF's bytes per row */
     }
     uint64_t rb = 0;
     return rf_row_bytes(type, (uint64_t)n_in, &rb) && rb <= (uint64_t)INT64_MAX ? (int64_t)rb : -1;
@@ -2465,7 +2465,7 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
 }
 
 extern "C" uint32_t rf_gpu_mm_host_repack(uint32_t type, const void *src, void *dst, int64_t n_in) {
-    const uint32_t xt = x8_type(type, n_in);
+    const uint32_t xt = layout_type(type, n_in);
     if (!xt) return 0;
     switch (type) {
     case RF_TYPE_Q4_0: repack_host<X8GroupQ4_0>(src, dst, n_in); break;
@@ -2503,12 +2503,12 @@ extern "C" int rf_gpu_mm_host_decode(uint32_t type, const void *row_v, int64_t n
     case RF_TYPE_Q5_0: host_decode<DecQ5_0>(row, n_in, out); return 0;
     case RF_TYPE_Q5_1: host_decode<DecQ5_1>(row, n_in, out); return 0;
     case RF_TYPE_Q8_0: host_decode<DecQ8_0>(row, n_in, out); return 0;
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: host_decode<DecQ6_KX8>(row, n_in, out); return 0;
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: host_decode<DecIQ4_NLX8>(row, n_in, out); return 0;
-    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: host_decode<DecIQ4_XSS>(row, n_in, out); return 0;
-    case RF_TYPE_Q5_K | RF_GPU_MM_X8: host_decode<DecQ5_KH>(row, n_in, out); return 0;
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: host_decode<DecQ4_0X8>(row, n_in, out); return 0;
+    case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: host_decode<DecQ8_0X8>(row, n_in, out); return 0;
+    case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT: host_decode<DecQ6_KX8>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: host_decode<DecIQ4_NLX8>(row, n_in, out); return 0;
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: host_decode<DecIQ4_XSS>(row, n_in, out); return 0;
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: host_decode<DecQ5_KH>(row, n_in, out); return 0;
     case RF_TYPE_Q2_K: host_decode<DecQ2_K>(row, n_in, out); return 0;
     case RF_TYPE_Q3_K: host_decode<DecQ3_K>(row, n_in, out); return 0;
     case RF_TYPE_Q4_K: host_decode<DecQ4_K>(row, n_in, out); return 0;
@@ -2564,12 +2564,12 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
     case RF_TYPE_Q5_0: *out = host_qdot<VQ5_0>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_1: *out = host_qdot<VQ5_1>(row, n_in, xq, xd); break;
     case RF_TYPE_Q8_0: *out = host_qdot<VQ8_0>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q4_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q8_0 | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q6_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
-    case RF_TYPE_IQ4_NL | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_NLX8>(row, n_in, xq, xd); break;
-    case RF_TYPE_IQ4_XS | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XSS>(row, n_in, xq, xd); break;
-    case RF_TYPE_Q5_K | RF_GPU_MM_X8: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_KH>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q4_0 | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_0X8>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q8_0 | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VQ8_0X8>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_KX8>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_NL | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_NLX8>(row, n_in, xq, xd); break;
+    case RF_TYPE_IQ4_XS | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VIQ4_XSS>(row, n_in, xq, xd); break;
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_KH>(row, n_in, xq, xd); break;
     case RF_TYPE_Q4_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ4_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q5_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ5_K>(row, n_in, xq, xd); break;
     case RF_TYPE_Q6_K: if (n_in % 256) rc = -1; else *out = host_qdot<VQ6_K>(row, n_in, xq, xd); break;

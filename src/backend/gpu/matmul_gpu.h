@@ -27,7 +27,7 @@
  *    once into context scratch, then the product) that n == 2 uses. Read at init: RF_MM_F32_MV=1
  *    keeps the f32 kernels for every type, RF_MM_MVP=0 the two-kernel path (reference / A/B),
  *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
- *    capture), RF_MM_REPACK=0 no X8 layouts (rf_gpu_mm_repack leaves every weight as it is),
+ *    capture), RF_MM_REPACK=0 no device layouts (rf_gpu_mm_repack leaves every weight as it is),
  *    RF_MM_XQ=0 no int8 x from rf_gpu_mm_swiglu or rf_gpu_mm_xq_buffers. With a norm, k_mvp
  *    stages x * norm_w and multiplies each output by the RMS scale (one pass over x instead of
  *    two). On sm_90+, the Q4_0 X8 weights stream through shared memory by bulk copies instead
@@ -121,8 +121,9 @@ int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up,
 int rf_gpu_mm_xq_buffers(rf_gpu_matmul_ctx *ctx, int64_t n_in, void **q, void **d);
 void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
 
-/* Device-only weight layouts: a flag on the type passed to rf_gpu_matmul / rf_gpu_matmul_ex for a
- * weight that rf_gpu_mm_repack rearranged (matmul_decoders.cuh):
+/* Device-only weight layouts: RF_GPU_MM_LAYOUT on the type passed to rf_gpu_matmul /
+ * rf_gpu_matmul_ex marks a weight that rf_gpu_mm_repack rearranged into its type's device layout
+ * (one per type, matmul_decoders.cuh):
  *  - X8 of Q4_0, Q8_0, IQ4_NL (n_in % 256 == 0): every group of 8 consecutive blocks of a row holds
  *    its 8 f16 scales first, then the 8 blocks' quants, so each block's quants start 16-byte
  *    aligned (DecQ4_0X8); IQ4_NL's quant words also in the nibble order of iq4_nib_shuffle.
@@ -130,15 +131,15 @@ void rf_gpu_mm_xq_mark(rf_gpu_matmul_ctx *ctx, const float *x, int64_t n_in);
  *  - X8 of Q6_K: every group of 8 superblocks holds its 8 d, then its 8 x 16 scales, then each
  *    superblock's ql and qh, all 16-byte aligned (DecQ6_KX8). A row of n_in % 2048 != 0 ends in a
  *    partial group at a full group's offsets, so its rows are longer than GGUF's.
- *  - IQ4_XS (the same flag): GGUF's superblocks with the quant words in iq4_nib_shuffle's order.
- *  - Q5_K (the same flag): GGUF's superblocks with the 32 qh bytes as one word of fifth bits per
- *    sub-block (DecQ5_KH).
+ *  - S of IQ4_XS: GGUF's superblocks with the quant words in iq4_nib_shuffle's order (DecIQ4_XSS).
+ *  - H of Q5_K: GGUF's superblocks with the 32 qh bytes as one word of fifth bits per sub-block
+ *    (DecQ5_KH).
  * rf_gpu_mm_row_bytes gives the bytes per row of each. Any other combination of flag, type and
  * n_in is refused as an unsupported type / shape. */
-#define RF_GPU_MM_X8 0x10000u
+#define RF_GPU_MM_LAYOUT 0x10000u
 
-/* The type rf_gpu_mm_repack turns `type` into for rows of n_in elements: type | RF_GPU_MM_X8 where
- * the type has a device layout for that n_in (Q4_0, Q8_0 and IQ4_NL with n_in % 256 == 0, Q6_K,
+/* The type rf_gpu_mm_repack turns `type` into for rows of n_in elements: type | RF_GPU_MM_LAYOUT
+ * where the type has a device layout for that n_in (Q4_0, Q8_0 and IQ4_NL with n_in % 256 == 0, Q6_K,
  * IQ4_XS and Q5_K), else `type` (also always with RF_MM_REPACK=0 at init: never rearranges, A/B). */
 uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int64_t n_in);
 /* Bytes per row of n_in elements of `type`, device layouts included; -1 when the type / n_in has
