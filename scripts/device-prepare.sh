@@ -3,9 +3,12 @@
 # device tool's carry list), and a snapshot of HEAD into .dev/snap: the device receives the whole
 # working tree, other engineers' uncommitted edits included, so a run that must measure a commit
 # builds the snapshot:  cd .dev/snap && ln -sfn ../../.dev .dev && bash scripts/device-run.sh ...
-# (`sh scripts/device-prepare.sh snap` refreshes only the snapshot).
+# (`sh scripts/device-prepare.sh snap [REV]` refreshes only the snapshot, of REV, default HEAD;
+# `scripts/device-run.sh vsbase` measures the working tree against it).
 set -e
-rm -rf .dev/snap && mkdir -p .dev/snap && git archive HEAD | tar -x -C .dev/snap
+rm -rf .dev/snap && mkdir -p .dev/snap && git archive "${2:-HEAD}" | tar -x -C .dev/snap
+# git archive dates the files to the commit: make on a warm device would keep older objects
+find .dev/snap -type f -exec touch {} +
 [ "${1:-}" = snap ] && exit 0
 src="${ROCMFORGE_SHARED:-../shared}"
 mkdir -p .dev/shared/vocab
