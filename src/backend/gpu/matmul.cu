@@ -626,10 +626,11 @@ __global__ void __launch_bounds__(QX_THREADS)
 /* k_mvq: for each job J and c < ncols <= NC:
  *   y_J[c][o] (+)= sum_e W_J[o][e] * xin[c][e] + bias_J[o]
  * with xin as quantized by k_qx (xq, xd, rinfo: see there). Shapes: every W_J has row_bytes bytes
- * per row (n_in / V::QK blocks), aligned to V::A. Launch: blockDim.x = MV_THREADS (a multiple of
- * warpSize), one warp per row of the concatenated row space (MvJob.row0, R = 1), gridDim.x =
- * ceil(rows / warps per block); may be a programmatic dependent launch after k_qx (the weight
- * loads of the first step are issued before waiting for it). Lanes stride over the row's units
+ * per row (mm_row_bytes<V>: n_in / V::QK blocks, or a partial last group), aligned to V::A.
+ * Launch: blockDim.x = MV_THREADS (a multiple of warpSize), one warp per row of the concatenated
+ * row space (MvJob.row0, R = 1), gridDim.x = ceil(rows / warps per block); may be a programmatic
+ * dependent launch after k_qx (the weight loads of the first step are issued before waiting for
+ * it). Lanes stride over the row's units
  * (V::UPB per block), UN units per step (UN weight loads in flight), int32 dp4a sums per block
  * half, scales applied once per unit, f32 accumulation, xor-shuffle reduction from warpSize/2.
  * A column flagged non-finite (rinfo.y != 0) is recomputed in f32 from x, norm_w and the
@@ -1075,7 +1076,7 @@ MM_UNROLL
 /* k_mvp: for each job J (rows of the concatenated row space, MvJob.row0 ascending, no padding):
  *   y_J[o] (+)= sum_e W_J[o][e] * xin[e] + bias_J[o],   n = 1,
  * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
- * (n_in / F::QK blocks), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
+ * (mm_row_bytes<F>), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
  * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
  * Launch: blockDim.x = MVP_THREADS, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
  * gridDim.x (the host sizes it to one resident wave); warp g owns rows [g * rpw, (g + 1) * rpw).
@@ -1866,8 +1867,8 @@ static bool mvp_few_rows(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int 
 }
 
 /* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
- * n == 1, x and norm_w 16-byte aligned, n_in % F::QK == 0 (and % 32 for the int8 formats), the
- * staged x within MV_SMEM_MAX, every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
+ * n == 1, x and norm_w 16-byte aligned, n_in % mm_row_step<F>() == 0 (and % 32 for the int8
+ * formats), the staged x within MV_SMEM_MAX, every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
 template <class F, int UN>
 static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum) {
@@ -1898,7 +1899,8 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
 
 /* Fast matvec for outputs of one decoder D (n <= 2). Returns 1 when done, 0 when ineligible (the
  * caller falls back), -1 on a launch error. Eligible: n <= 2, x 16-byte aligned, n_in % 4 == 0,
- * n * n_in floats fit the shared-memory budget, every W aligned to D::A, n_in % D::QK == 0. */
+ * n * n_in floats fit the shared-memory budget, every W aligned to D::A,
+ * n_in % mm_row_step<D>() == 0. */
 template <class D>
 static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                   const float *norm_w, float eps, int accum) {
@@ -2438,7 +2440,8 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
     const int64_t src_rb = rf_gpu_mm_row_bytes(type, n_in), dst_rb = rf_gpu_mm_row_bytes(xt, n_in);
     if ((uintptr_t)src % 16 || (uintptr_t)dst % 16 || (src == dst && src_rb != dst_rb)) {
         rf_set_error("gpu matmul: repack of %s to %s: %s", mm_type_name(type), mm_type_name(xt),
-                     src_rb != dst_rb ? "needs a separate, 16-byte aligned destination" : "pointers not 16-byte aligned");
+                     src_rb != dst_rb ? "needs a separate, 16-byte aligned destination"
+                                      : "pointers not 16-byte aligned");
         return -1;
     }
     if (src_rb != dst_rb) { /* Q6_K rows ending in a partial group */
@@ -2447,8 +2450,9 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
         k_repack_q6_k_rows<<<(unsigned)((threads + 127) / 128), 128, 0, ctx->stream>>>(
             (const uint8_t *)src, (uint8_t *)dst, n_out, src_rb, dst_rb, nsb);
     } else {
-        if (src != dst && mm_check(mmMemcpyAsync(dst, src, (size_t)(n_out * src_rb), mmMemcpyDeviceToDevice, ctx->stream),
-                                   "repack copy"))
+        const size_t bytes = (size_t)(n_out * src_rb);
+        if (src != dst &&
+            mm_check(mmMemcpyAsync(dst, src, bytes, mmMemcpyDeviceToDevice, ctx->stream), "repack copy"))
             return -1;
         switch (type) {
         case RF_TYPE_Q4_0: repack_launch<X8GroupQ4_0>(ctx, dst, n_out, n_in); break;
