@@ -117,6 +117,15 @@ HD uint32_t iq4_nib_shuffle(uint32_t q) {
     const uint32_t a = q & 0x0f0f0f0fu, b = (q >> 4) & 0x0f0f0f0fu;
     return mm_byte_perm(a, b, 0x6420u) | (mm_byte_perm(a, b, 0x7531u) << 4);
 }
+/* n quant words src -> dst (unaligned bytes; dst may be src) in iq4_nib_shuffle's order. */
+HD void iq4_shuffle_words(const uint8_t *src, uint8_t *dst, int n) {
+    for (int i = 0; i < n; i++) {
+        uint32_t q;
+        memcpy(&q, src + 4 * i, 4);
+        q = iq4_nib_shuffle(q);
+        memcpy(dst + 4 * i, &q, 4);
+    }
+}
 /* Element k (0..3) of a shuffled word and element k + 16: nibbles k and 4 + k. */
 HD uint32_t iq4s_lo(uint32_t c, int k) { return (c >> (4 * k)) & 0xfu; }
 HD uint32_t iq4s_hi(uint32_t c, int k) { return (c >> (16 + 4 * k)) & 0xfu; }
@@ -347,12 +356,7 @@ MM_UNROLL
  * every quant word in the nibble order of iq4_nib_shuffle. */
 HD void iq4_nl_x8_group(const uint8_t *src, uint8_t *dst) {
     x8_group(src, dst, 18);
-    for (int i = 0; i < 32; i++) {
-        uint32_t q;
-        memcpy(&q, dst + 16 + 4 * i, 4);
-        q = iq4_nib_shuffle(q);
-        memcpy(dst + 16 + 4 * i, &q, 4);
-    }
+    iq4_shuffle_words(dst + 16, dst + 16, 32);
 }
 struct DecIQ4_NLX8 {
     enum { QK = 256, BB = 144, E = 32, C = 8, A = 16 };
@@ -564,12 +568,7 @@ MM_UNROLL
  * every quant word in the nibble order of iq4_nib_shuffle, the header as it was. */
 HD void iq4_xs_s_block(const uint8_t *src, uint8_t *dst) {
     memcpy(dst, src, 8);
-    for (int i = 0; i < 32; i++) {
-        uint32_t q;
-        memcpy(&q, src + 8 + 4 * i, 4);
-        q = iq4_nib_shuffle(q);
-        memcpy(dst + 8 + 4 * i, &q, 4);
-    }
+    iq4_shuffle_words(src + 8, dst + 8, 32);
 }
 struct DecIQ4_XSS {
     enum { QK = 256, BB = 136, E = 32, C = 8, A = 8 };

@@ -390,6 +390,20 @@ HD void k4_sm_pair(const uint32_t *s, int j, float *sc0, float *m0, float *sc1, 
     *sc0 = (float)a0, *sc1 = (float)a1, *m0 = (float)c0, *m1 = (float)c1;
 }
 
+/* The dot of a Q4_K / Q5_K sub-block pair j with int8 x: lo / hi = the 4- or 5-bit values of
+ * sub-blocks 2j / 2j + 1 (8 words each), hd = the superblock's d, dmin and 12 scale bytes. */
+template <int SW>
+HD float k4_pair_dot(const uint32_t *lo, const uint32_t *hi, const uint32_t *hd, int j, const int8_t *xq,
+                     const float2 *xd) {
+    const int8_t *xj = xq + 64 * j;
+    const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
+    const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
+    const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
+    float sc0, m0, sc1, m1;
+    k4_sm_pair(hd + 1, j, &sc0, &m0, &sc1, &m1);
+    const float d = mm_h2f((uint16_t)(hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(hd[0] >> 16));
+    return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+}
 /* Q4_K unit u (0..3) = sub-block pair j = u: qs bytes [32j, +32): low nibbles = the 32 elements
  * of sub-block 2j, high nibbles = those of sub-block 2j + 1; both scales and mins applied once
  * per unit (64 weights, so the scale decode and the index arithmetic are paid per 64). */
@@ -410,14 +424,7 @@ MM_UNROLL
             lo[i] = r.q[i] & 0x0f0f0f0fu;
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
-        const int8_t *xj = xq + 64 * j;
-        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
-        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
-        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
-        float sc0, m0, sc1, m1;
-        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
-        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
-        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+        return k4_pair_dot<SW>(lo, hi, r.hd, j, xq, xd);
     }
 };
 /* Q5_K unit u (0..3) = sub-block pair j = u, as Q4_K's: qs bytes [48 + 32j, +32) hold sub-block
@@ -444,14 +451,7 @@ MM_UNROLL
             lo[i] = (r.q[i] & 0x0f0f0f0fu) | ((h << 4) & 0x10101010u);
             hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | ((h << 3) & 0x10101010u);
         }
-        const int8_t *xj = xq + 64 * j;
-        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
-        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
-        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
-        float sc0, m0, sc1, m1;
-        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
-        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
-        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+        return k4_pair_dot<SW>(lo, hi, r.hd, j, xq, xd);
     }
 };
 /* Q5_K H (see DecQ5_KH): VQ5_K's pair unit with the fifth bits of sub-blocks 2j, 2j + 1 as the
@@ -476,14 +476,7 @@ MM_UNROLL
             lo[i] = (r.q[i] & 0x0f0f0f0fu) | (f0 & 0x10101010u);
             hi[i] = ((r.q[i] >> 4) & 0x0f0f0f0fu) | (f1 & 0x10101010u);
         }
-        const int8_t *xj = xq + 64 * j;
-        const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
-        const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
-        const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
-        float sc0, m0, sc1, m1;
-        k4_sm_pair(r.hd + 1, j, &sc0, &m0, &sc1, &m1);
-        const float d = mm_h2f((uint16_t)(r.hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(r.hd[0] >> 16));
-        return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+        return k4_pair_dot<SW>(lo, hi, r.hd, j, xq, xd);
     }
 };
 /* Q2_K and Q3_K (layouts in quant.c): unit u = the 32 elements 32u.. of the superblock (half h =
