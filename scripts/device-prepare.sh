@@ -7,6 +7,7 @@
 # `scripts/device-run.sh vsbase` measures the working tree against it).
 set -e
 rm -rf .dev/snap && mkdir -p .dev/snap && git archive "${2:-HEAD}" | tar -x -C .dev/snap
+git rev-parse --short=8 "${2:-HEAD}" > .dev/snap/.commit # its builds' commit (git describe there names this tree's)
 # git archive dates the files to the commit: make on a warm device would keep older objects
 find .dev/snap -type f -exec touch {} +
 [ "${1:-}" = snap ] && exit 0

@@ -103,7 +103,8 @@ tgab)
     ;;
 vsbase)
     [ -d .dev/snap ] || { echo "vsbase: no .dev/snap (scripts/device-prepare.sh snap REV)"; continue; }
-    ( cd .dev/snap && make -j16 BUILD="$OLDPWD/build-base" "$OLDPWD/build-base/rocmforge" ) > "$OUT/build-base.log" 2>&1 ||
+    ( cd .dev/snap && make -j16 BUILD="$OLDPWD/build-base" RF_COMMIT="$(cat .commit 2>/dev/null || echo snapshot)" \
+        "$OLDPWD/build-base/rocmforge" ) > "$OUT/build-base.log" 2>&1 ||
         { tail -20 "$OUT/build-base.log"; continue; }
     V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${AB_FILES:-7b-q4_k_m}; do
