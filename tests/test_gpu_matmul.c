@@ -186,7 +186,8 @@ static void test_host_decode_layouts(void) {
         CHECK(bad < 0, "host decode %s (n_in %lld): %s %d", tname(type | LAYOUT), (long long)n_in,
               bad == -2 ? "repack refused" : "element", bad);
         if (type != RF_TYPE_IQ4_XS) /* (IQ4_XS rows are whole superblocks) */
-            CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no device layout", rf_type_name(type));
+            CHECK(rf_gpu_mm_host_repack(type, row, pk, 224) == 0, "%s: n_in 224 has no device layout",
+                  rf_type_name(type));
         CHECK(drb == (type == RF_TYPE_Q6_K ? (n_in / 2048) * 1680 + (n_in % 2048 ? 144 + n_in % 2048 / 256 * 192 : 0)
                                            : (int64_t)rb),
               "%s/dev: %lld bytes per row of %lld", rf_type_name(type), (long long)drb, (long long)n_in);
@@ -221,13 +222,16 @@ static double q8_bound(const float *w, const double *x, int64_t n_in) {
 /* Host check of the int8-activation unit layouts (rf_gpu_mm_host_qdot) against the double oracle
  * with the int8 rounding bound (no GPU needed). */
 static void test_host_qdot(void) {
-    static const uint32_t QT[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_1, RF_TYPE_Q5_0,    RF_TYPE_Q5_1,     RF_TYPE_Q8_0,
-                                  RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K,    RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT,
-                                  RF_TYPE_IQ4_NL, RF_TYPE_IQ4_XS, RF_TYPE_Q2_K,     RF_TYPE_Q3_K, RF_TYPE_Q6_K | LAYOUT,
+    static const uint32_t QT[] = {RF_TYPE_Q4_0,          RF_TYPE_Q4_1,          RF_TYPE_Q5_0,
+                                  RF_TYPE_Q5_1,          RF_TYPE_Q8_0,          RF_TYPE_Q4_K,
+                                  RF_TYPE_Q5_K,          RF_TYPE_Q6_K,          RF_TYPE_Q4_0 | LAYOUT,
+                                  RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_IQ4_NL,        RF_TYPE_IQ4_XS,
+                                  RF_TYPE_Q2_K,          RF_TYPE_Q3_K,          RF_TYPE_Q6_K | LAYOUT,
                                   RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     for (size_t t = 0; t < sizeof QT / sizeof QT[0]; t++) {
         const uint32_t type = QT[t], bt = base_type(type);
-        const int64_t n_in = type == (RF_TYPE_Q6_K | LAYOUT) ? 2816 : 768; /* Q6_K: a whole group and a partial one */
+        /* Q6_K: a whole group and a partial one */
+        const int64_t n_in = type == (RF_TYPE_Q6_K | LAYOUT) ? 2816 : 768;
         uint64_t rb = 0;
         rf_row_bytes(bt, (uint64_t)n_in, &rb);
         const int64_t drb = (type & LAYOUT) ? rf_gpu_mm_row_bytes(type, n_in) : (int64_t)rb;
@@ -237,7 +241,7 @@ static void test_host_qdot(void) {
         double worst = 0;
         int rc = 0;
         for (int rep = 0; rep < 40 && rc == 0; rep++) {
-            /* 2-byte offset rows where the layout allows them (device-layout rows are 16-byte aligned) */
+            /* 2-byte offset rows where the layout allows them (device layouts: 16-byte aligned) */
             uint8_t *r = row + 2 * (rep % 2 && !(type & LAYOUT) && rf_type_get(bt)->block_bytes % 4 ? 1 : 0);
             make_weights(bt, 1, n_in, r);
             rf_dequantize_row(bt, r, wf, n_in);
@@ -266,8 +270,9 @@ typedef struct {
     int has_cublas;
 } gpu_env;
 
-/* Device copy of `rows` GGUF rows w of base_type(type) (+ the weight padding); device-layout test types
- * are then repacked on the device (the call must report the layout type). NULL + a failed check on error. */
+/* Device copy of `rows` GGUF rows w of base_type(type) (+ the weight padding); device-layout test
+ * types are then repacked on the device (the call must report the layout type). NULL + a failed
+ * check on error. */
 static void *upload_w(gpu_env *env, uint32_t type, const uint8_t *w, int64_t rows, int64_t n_in) {
     uint64_t rb = 0;
     rf_row_bytes(base_type(type), (uint64_t)n_in, &rb);
@@ -469,9 +474,10 @@ done:
  * a NaN in row 0 of x makes every output of row 0 NaN when the norm is on (the row's scale is
  * NaN); a NaN in y stays NaN with accumulate. */
 static void test_ex(gpu_env *env) {
-    static const uint32_t EXT[] = {RF_TYPE_Q4_K, RF_TYPE_F16,        RF_TYPE_Q8_0, RF_TYPE_Q6_K,
-                                   RF_TYPE_Q4_0, RF_TYPE_BF16,       RF_TYPE_F32,  RF_TYPE_Q5_K,
-                                   RF_TYPE_IQ4_XS, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT,
+    static const uint32_t EXT[] = {RF_TYPE_Q4_K,          RF_TYPE_F16,            RF_TYPE_Q8_0,
+                                   RF_TYPE_Q6_K,          RF_TYPE_Q4_0,           RF_TYPE_BF16,
+                                   RF_TYPE_F32,           RF_TYPE_Q5_K,           RF_TYPE_IQ4_XS,
+                                   RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT,  RF_TYPE_IQ4_XS | LAYOUT,
                                    RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
     static const int NS[] = {1, 2, 5, 33};
@@ -636,8 +642,9 @@ static void test_ex(gpu_env *env) {
  * Three same-type outputs of 700-3000 rows, norm and accumulate random; oracle and tolerance as
  * test_ex (the int8 rounding bound only for the int8 types); then a NaN in x: every row NaN. */
 static void test_ex_rows(gpu_env *env) {
-    static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0,      RF_TYPE_Q4_0,      RF_TYPE_Q5_K,
-                                  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q4_0 | LAYOUT};
+    static const uint32_t RT[] = {RF_TYPE_Q4_K, RF_TYPE_Q6_K, RF_TYPE_Q8_0,          RF_TYPE_Q4_0,
+                                  RF_TYPE_Q5_K, RF_TYPE_F16,  RF_TYPE_BF16,          RF_TYPE_Q4_0 | LAYOUT,
+                                  RF_TYPE_Q8_0 | LAYOUT,      RF_TYPE_Q4_0 | LAYOUT};
     for (size_t t = 0; t < sizeof RT / sizeof RT[0]; t++) {
         const uint32_t type = RT[t], bt = base_type(type);
         const int int8 = type != RF_TYPE_F16 && type != RF_TYPE_BF16;
@@ -867,16 +874,18 @@ static void test_swiglu_q(gpu_env *env) {
 
 /* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
  * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step): the
- * device layouts (Q4_0 X8 on k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp); 9000-13000 rows of
- * n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a NaN
+ * device layouts (Q4_0 X8 on k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp);
+ * 9000-13000 rows of n_in 4352 (17 blocks of 256), plain and with the RMSNorm folded in plus accumulation; then a NaN
  * in x. F16 and BF16 again with 3300-6000 rows: on GPUs of about 132 multiprocessors that is two
  * rows per warp, where they take the deeper k_mvp instance (mvp_few_rows; the shorter test cases
  * take it with one row per warp, the longer ones above the other instance). Oracle and tolerance
  * as test_case / test_ex (int8 rounding bound for the quantized types). */
 static void test_mv_long(gpu_env *env) {
-    static const uint32_t LT[] = {RF_TYPE_F16,  RF_TYPE_BF16,      RF_TYPE_Q4_K,      RF_TYPE_Q5_K,      RF_TYPE_Q6_K,
-                                  RF_TYPE_Q4_0, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q6_K | LAYOUT, RF_TYPE_IQ4_XS | LAYOUT,
-                                  RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT, RF_TYPE_F16, RF_TYPE_BF16};
+    static const uint32_t LT[] = {RF_TYPE_F16,           RF_TYPE_BF16,            RF_TYPE_Q4_K,
+                                  RF_TYPE_Q5_K,          RF_TYPE_Q6_K,            RF_TYPE_Q4_0,
+                                  RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT,   RF_TYPE_Q6_K | LAYOUT,
+                                  RF_TYPE_IQ4_XS | LAYOUT, RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT,
+                                  RF_TYPE_F16,           RF_TYPE_BF16};
     for (size_t t = 0; t < sizeof LT / sizeof LT[0]; t++) {
         const uint32_t type = LT[t], bt = base_type(type);
         const int64_t n_in = 4352; /* 17 superblocks: Q6_K X8 rows end in a partial group */
