@@ -1037,6 +1037,12 @@ static void test_gpu(void) {
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_IQ2_XXS, d, 1, 256, d, 1, NULL, d) == -1, "IQ2_XXS must be refused");
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q4_0, d, 1, 48, d, 1, NULL, d) == -1, "n_in 48 for Q4_0 must be refused");
     CHECK(rf_gpu_matmul(env.ctx, RF_TYPE_Q4_K, d, 1, 0, d, 0, NULL, d) == 0, "n == 0 is a no-op");
+    /* repack: in place exactly where the layout keeps the row bytes (refused before any access) */
+    uint32_t rt = 0;
+    CHECK(rf_gpu_mm_repack(env.ctx, RF_TYPE_Q4_0, d, d + 512, 1, 256, &rt) == -1,
+          "q4_0 repack into another buffer must be refused");
+    CHECK(rf_gpu_mm_repack(env.ctx, RF_TYPE_Q6_K, d, d, 1, 768, &rt) == -1,
+          "q6_K repack of longer rows in place must be refused");
     CHECK(rf_gpu_mm_sync(env.ctx) == 0, "sync after error paths: %s", rf_last_error());
     rf_gpu_mm_dfree(d);
     rf_gpu_matmul_free(env.ctx);

@@ -38,8 +38,6 @@ typedef hipError_t mmError_t;
 #define mmMemcpy hipMemcpy
 #define mmMemcpyHostToDevice hipMemcpyHostToDevice
 #define mmMemcpyDeviceToHost hipMemcpyDeviceToHost
-#define mmMemcpyAsync hipMemcpyAsync
-#define mmMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define mmMemset hipMemset
 #define mmStreamSynchronize hipStreamSynchronize
 #define mmDeviceSynchronize hipDeviceSynchronize
@@ -70,8 +68,6 @@ typedef cudaError_t mmError_t;
 #define mmMemcpy cudaMemcpy
 #define mmMemcpyHostToDevice cudaMemcpyHostToDevice
 #define mmMemcpyDeviceToHost cudaMemcpyDeviceToHost
-#define mmMemcpyAsync cudaMemcpyAsync
-#define mmMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define mmMemset cudaMemset
 #define mmStreamSynchronize cudaStreamSynchronize
 #define mmDeviceSynchronize cudaDeviceSynchronize
@@ -2438,10 +2434,11 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
     const uint32_t xt = rf_gpu_mm_repack_type(ctx, type, n_in);
     if (xt == type || n_out == 0) return 0;
     const int64_t src_rb = rf_gpu_mm_row_bytes(type, n_in), dst_rb = rf_gpu_mm_row_bytes(xt, n_in);
-    if ((uintptr_t)src % 16 || (uintptr_t)dst % 16 || (src == dst && src_rb != dst_rb)) {
+    if ((uintptr_t)src % 16 || (uintptr_t)dst % 16 || (src == dst) != (src_rb == dst_rb)) {
         rf_set_error("gpu matmul: repack of %s to %s: %s", mm_type_name(type), mm_type_name(xt),
-                     src_rb != dst_rb ? "needs a separate, 16-byte aligned destination"
-                                      : "pointers not 16-byte aligned");
+                     (uintptr_t)src % 16 || (uintptr_t)dst % 16 ? "pointers not 16-byte aligned"
+                     : src_rb != dst_rb                         ? "needs a separate destination (longer rows)"
+                                                                : "rearranges in place (dst must be src)");
         return -1;
     }
     if (src_rb != dst_rb) { /* Q6_K rows ending in a partial group */
@@ -2450,10 +2447,6 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
         k_repack_q6_k_rows<<<(unsigned)((threads + 127) / 128), 128, 0, ctx->stream>>>(
             (const uint8_t *)src, (uint8_t *)dst, n_out, src_rb, dst_rb, nsb);
     } else {
-        const size_t bytes = (size_t)(n_out * src_rb);
-        if (src != dst &&
-            mm_check(mmMemcpyAsync(dst, src, bytes, mmMemcpyDeviceToDevice, ctx->stream), "repack copy"))
-            return -1;
         switch (type) {
         case RF_TYPE_Q4_0: repack_launch<X8GroupQ4_0>(ctx, dst, n_out, n_in); break;
         case RF_TYPE_Q8_0: repack_launch<X8GroupQ8_0>(ctx, dst, n_out, n_in); break;

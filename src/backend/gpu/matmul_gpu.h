@@ -147,8 +147,9 @@ uint32_t rf_gpu_mm_repack_type(const rf_gpu_matmul_ctx *ctx, uint32_t type, int6
 int64_t rf_gpu_mm_row_bytes(uint32_t type, int64_t n_in);
 /* Writes W (src: device memory, n_out GGUF rows of n_in elements of `type`) to dst in the layout
  * rf_gpu_mm_repack_type names, and sets *out_type to that type (`type` itself: nothing written).
- * dst may be src where the layout keeps the bytes per row (rf_gpu_mm_row_bytes), else a separate
- * buffer of n_out rows of the new row bytes; both 16-byte aligned. The result is a device-only
+ * dst is src where the layout keeps the bytes per row (rf_gpu_mm_row_bytes: rearranged in place),
+ * else a separate buffer of n_out rows of the new row bytes (refused otherwise); both 16-byte
+ * aligned. The result is a device-only
  * arrangement: only rf_gpu_matmul / rf_gpu_matmul_ex read it (not the embedding lookup).
  * Enqueued on the context's stream. Returns 0, or -1 + rf_set_error. */
 int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in,
