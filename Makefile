@@ -1,7 +1,7 @@
 # rocmforge build. `make` builds build/rocmforge and build/librocmforge.a; `make test` runs every
 # test; `make test SAN=1` runs them under AddressSanitizer + UndefinedBehaviorSanitizer.
 # Sources are found by wildcard: a new .c under src/ joins the library, a new tests/test_*.c
-# becomes a test binary. Files named *_avx2.c / *_avx512.c get their ISA flags (dispatch at run time).
+# becomes a test binary. Files named *_avx2.c / *_avx512.c / *_amx.c get their ISA flags (dispatch at run time).
 
 CC ?= cc
 OPT ?= -O2
@@ -45,6 +45,11 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c $(CFLAGS) -MMD -MP -c $< -o $@
+
+# AMX tiles (AMX-BF16) with the AVX-512 level's flags and AVX512_BF16's conversions.
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mavx2 -mfma -mf16c $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

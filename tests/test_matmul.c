@@ -89,7 +89,7 @@ static int is_int8_path(uint32_t type, rf_isa isa) {
     return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
 }
 
-static double worst_rel[RF_TYPE_COUNT][3];
+static double worst_rel[RF_TYPE_COUNT][RF_ISA_COUNT];
 
 /* Compares y with the reference; returns the number of bad elements. */
 static int compare(uint32_t type, rf_isa isa, const float *y, const double *ref, const double *mag, int64_t n,
@@ -238,6 +238,66 @@ static void test_edges(rf_threadpool *tp3, rf_isa best) {
         free(w);
         free(x);
     }
+}
+
+/* The many-token f32-activation GEMMs (F32 / F16 / BF16; at the AMX level the tile GEMM of
+ * gemm_amx.c, which takes 16 tokens or more): weight rows of f16-subnormal, ordinary and near-max
+ * magnitudes; token rows of zeros, 1e25, 1e-35 and subnormals (its per-token scaling), one with a
+ * NaN and one with an inf (its per-row f32 fallback). Shapes: one thread with takes of several
+ * 64-row pieces, a short last block and a K past one 1024-step chunk with a ragged end; three
+ * threads with two 64-token chunks (the second a partial group) and three K chunks. Tolerance
+ * as above, with an absolute slack of 1e-42 only (float's subnormal spacing times the terms), so
+ * that the tiny token rows are checked too. */
+static void test_many_tokens_f32(rf_threadpool *tp3, rf_isa best) {
+    static const int64_t shapes[][4] = {/* n_out, n_in, n_tok, threads */ {1100, 1100, 20, 1}, {37, 2111, 70, 3}};
+    static const uint32_t types[] = {RF_TYPE_F16, RF_TYPE_BF16, RF_TYPE_F32};
+    for (size_t k = 0; k < RF_ARRAY_LEN(types); k++)
+        for (size_t s = 0; s < RF_ARRAY_LEN(shapes); s++) {
+            const uint32_t type = types[k];
+            const int64_t n_out = shapes[s][0], n_in = shapes[s][1], n_tok = shapes[s][2];
+            uint64_t rb;
+            rf_row_bytes(type, (uint64_t)n_in, &rb);
+            uint8_t *w = malloc((size_t)(rb * (uint64_t)n_out));
+            float *tmp = malloc(sizeof(float) * (size_t)n_in);
+            for (int64_t o = 0; o < n_out; o++) {
+                const float m = o % 3 == 0 ? 3e-6f : o % 3 == 1 ? 6e4f : 1.0f; /* 3e-6: f16 subnormals */
+                for (int64_t i = 0; i < n_in; i++) tmp[i] = test_randf(-1, 1) * m;
+                rf_quantize_row(type, tmp, w + (uint64_t)o * rb, n_in);
+            }
+            float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+            for (int64_t t = 0; t < n_tok; t++) {
+                const float m = t == 3 ? 0.0f : t == 5 ? 1e25f : t == 8 ? 1e-35f : t == 11 ? 1e-41f : 1.0f;
+                for (int64_t i = 0; i < n_in; i++) x[t * n_in + i] = test_randf(-1, 1) * m;
+            }
+            x[6 * n_in + n_in - 1] = NAN; /* in the K tail */
+            x[17 * n_in + 40] = INFINITY;
+            double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out)), *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
+            float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+            reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+            for (int isa = 0; isa <= (int)best; isa++) {
+                for (int64_t i = 0; i < n_tok * n_out; i++) y[i] = -1.0f;
+                rf_matmul(shapes[s][3] > 1 ? tp3 : NULL, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
+                int bad = 0, zero = 0;
+                for (int64_t t = 0; t < n_tok; t++)
+                    for (int64_t o = 0; o < n_out; o++) {
+                        const double r = ref[t * n_out + o];
+                        const float v = y[t * n_out + o];
+                        if (isnan(r)) bad += !isnan(v);
+                        else if (isinf(r)) bad += !(isinf(v) && (v > 0) == (r > 0));
+                        else bad += !(fabs(v - r) <= 1e-4 * mag[t * n_out + o] + 1e-42);
+                        if (t == 3) zero += v != 0.0f;
+                    }
+                CHECK(bad == 0 && zero == 0, "%s %s %lldx%lld tok %lld: %d wrong outputs, %d non-zero for a zero token",
+                      rf_type_name(type), rf_isa_name((rf_isa)isa), (long long)n_out, (long long)n_in, (long long)n_tok,
+                      bad, zero);
+            }
+            free(w);
+            free(tmp);
+            free(x);
+            free(ref);
+            free(mag);
+            free(y);
+        }
 }
 
 /* Extreme codes: every quant byte 0xFF, 0x80 or 0x00 (largest unsigned codes, Q8_0's -128,
@@ -390,12 +450,13 @@ int main(void) {
     test_random(tp3, best);
     test_edges(tp3, best);
     test_extreme_codes(tp3, best);
+    test_many_tokens_f32(tp3, best);
     test_batch_invariance(tp3, best);
     rf_threadpool_free(tp3);
     if (getenv("RF_TEST_VERBOSE"))
         for (uint32_t t = 0; t < RF_TYPE_COUNT; t++)
-            if (worst_rel[t][0] + worst_rel[t][1] + worst_rel[t][2] > 0)
-                printf("%-7s worst |err|/sum|wx|: scalar %.2e avx2 %.2e avx512 %.2e\n", rf_type_name(t),
-                       worst_rel[t][0], worst_rel[t][1], worst_rel[t][2]);
+            if (worst_rel[t][0] + worst_rel[t][1] + worst_rel[t][2] + worst_rel[t][3] > 0)
+                printf("%-7s worst |err|/sum|wx|: scalar %.2e avx2 %.2e avx512 %.2e amx %.2e\n", rf_type_name(t),
+                       worst_rel[t][0], worst_rel[t][1], worst_rel[t][2], worst_rel[t][3]);
     return test_finish();
 }

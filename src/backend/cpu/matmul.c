@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "backend/cpu/matmul_kernels.h"
 #include "core/dtype.h"
@@ -13,13 +15,35 @@
 
 /* ---- ISA selection ---------------------------------------------------------------------- */
 
+/* Linux hands out AMX tile state only to a process that asks for it (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the first tile instruction faults.
+ * Asked once; the answer covers every thread of the process. */
+static int amx_permitted(void) {
+#if defined(__x86_64__) && defined(__linux__) && defined(SYS_arch_prctl)
+    static int state; /* 0 not asked, 1 granted, 2 refused; a benign race asks twice at most */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (!s) {
+        enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+        s = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : 2;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s == 1;
+#else
+    return 0;
+#endif
+}
+
 static rf_isa cpu_isa(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("amx-tile") &&
+            __builtin_cpu_supports("amx-bf16") && amx_permitted())
+            return RF_ISA_AMX;
         return RF_ISA_AVX512;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RF_ISA_AVX2;
 #endif
     return RF_ISA_SCALAR;
@@ -33,6 +57,7 @@ rf_isa rf_isa_best(void) {
         if (!strcmp(env, "scalar")) want = RF_ISA_SCALAR;
         else if (!strcmp(env, "avx2")) want = RF_ISA_AVX2;
         else if (!strcmp(env, "avx512")) want = RF_ISA_AVX512;
+        else if (!strcmp(env, "amx")) want = RF_ISA_AMX;
         if (want < best) best = want;
     }
     return best;
@@ -43,6 +68,7 @@ const char *rf_isa_name(rf_isa isa) {
     case RF_ISA_SCALAR: return "scalar";
     case RF_ISA_AVX2: return "avx2";
     case RF_ISA_AVX512: return "avx512";
+    case RF_ISA_AMX: return "amx";
     }
     return "unknown";
 }
@@ -84,17 +110,21 @@ static int quantize_x_c(const float *x, int64_t n, int8_t *q, float *d, float *d
 }
 
 static const rf_mm_kernels *kernels_for(rf_isa isa) {
-    static rf_mm_kernels tab[3];
+    static rf_mm_kernels tab[RF_ISA_COUNT];
     static int ready; /* benign race: every thread computes the same table */
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        rf_mm_kernels k[3];
+        rf_mm_kernels k[RF_ISA_COUNT];
         memset(k, 0, sizeof k);
-        for (int i = 0; i < 3; i++) k[i].dot_f32 = dot_f32_c;
+        for (int i = 0; i < RF_ISA_COUNT; i++) k[i].dot_f32 = dot_f32_c;
         const rf_isa have = cpu_isa();
-        if (have >= RF_ISA_AVX2) rf_mm_kernels_avx2(&k[1]);
+        if (have >= RF_ISA_AVX2) rf_mm_kernels_avx2(&k[RF_ISA_AVX2]);
         if (have >= RF_ISA_AVX512) {
-            k[2] = k[1];
-            rf_mm_kernels_avx512(&k[2]);
+            k[RF_ISA_AVX512] = k[RF_ISA_AVX2];
+            rf_mm_kernels_avx512(&k[RF_ISA_AVX512]);
+        }
+        if (have >= RF_ISA_AMX) {
+            k[RF_ISA_AMX] = k[RF_ISA_AVX512];
+            rf_mm_kernels_amx(&k[RF_ISA_AMX]);
         }
         memcpy(tab, k, sizeof tab);
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);

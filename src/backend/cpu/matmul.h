@@ -26,10 +26,13 @@
 
 #include "backend/cpu/threadpool.h"
 
-typedef enum { RF_ISA_SCALAR = 0, RF_ISA_AVX2 = 1, RF_ISA_AVX512 = 2 } rf_isa;
+/* RF_ISA_AMX is the AVX-512 level plus Intel AMX tiles (AMX-BF16) for the many-token F16 / BF16
+ * GEMM (gemm_amx.c); it needs AVX512_BF16 and the kernel's permission to use tile data. */
+typedef enum { RF_ISA_SCALAR = 0, RF_ISA_AVX2 = 1, RF_ISA_AVX512 = 2, RF_ISA_AMX = 3 } rf_isa;
+enum { RF_ISA_COUNT = 4 };
 
 /* Highest level this CPU (and OS) supports; the environment variable ROCMFORGE_ISA =
- * scalar|avx2|avx512 lowers it (never raises it above what the CPU has). */
+ * scalar|avx2|avx512|amx lowers it (never raises it above what the CPU has). */
 rf_isa rf_isa_best(void);
 const char *rf_isa_name(rf_isa isa);
 

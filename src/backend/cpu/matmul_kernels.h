@@ -91,5 +91,6 @@ void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_gemv_avx2(rf_mm_kernels *k);     /* gemv_avx2.c: the AVX2 int8 matvec entries */
 void rf_mm_kernels_avx512(rf_mm_kernels *k); /* fills over an AVX2 table */
+void rf_mm_kernels_amx(rf_mm_kernels *k);    /* gemm_amx.c: fills over an AVX-512 table */
 
 #endif
