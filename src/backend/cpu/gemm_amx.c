@@ -46,8 +46,10 @@
 
 #define AI static inline __attribute__((always_inline))
 
+#ifndef AMX_MIN_TOK /* fewer tokens take the AVX-512 f32 GEMM (docs/PERF-CPU.md section 19); -D to experiment */
+#define AMX_MIN_TOK 8
+#endif
 enum {
-    AMX_MIN_TOK = 16, /* fewer tokens: the AVX-512 f32 GEMM (docs/PERF-CPU.md section 19) */
     KSTEP = 32,       /* k per tile product */
     KC_STEPS = 32,    /* K steps per chunk: 1024 k */
     PIECE_BLOCKS = 4, /* 16-row blocks per row piece */
