@@ -46,7 +46,7 @@
 
 #define AI static inline __attribute__((always_inline))
 
-#ifndef AMX_MIN_TOK /* fewer tokens take the AVX-512 f32 GEMM (docs/PERF-CPU.md section 19); -D to experiment */
+#ifndef AMX_MIN_TOK /* fewer tokens take the AVX-512 f32 GEMM (docs/PERF-CPU.md section 20); -D to experiment */
 #define AMX_MIN_TOK 8
 #endif
 enum {
