@@ -46,10 +46,10 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c $(CFLAGS) -MMD -MP -c $< -o $@
 
-# AMX tiles (AMX-BF16) with the AVX-512 level's flags and AVX512_BF16's conversions.
+# AMX tiles (AMX-BF16, AMX-INT8) with the AVX-512 level's flags and AVX512_BF16's conversions.
 $(BUILD)/obj/%_amx.o: %_amx.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mavx2 -mfma -mf16c $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_BASE) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mamx-int8 -mavx2 -mfma -mf16c $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -300,6 +300,39 @@ static void test_many_tokens_f32(rf_threadpool *tp3, rf_isa best) {
         }
 }
 
+/* The AMX level's int8 GEMM (gemm_amx.c) is the AVX-512 int8 GEMM with its integer products on
+ * tiles: the same exact block sums and the same float epilogue, so its output must equal the
+ * AVX-512 level's bit for bit. Shapes past one 1024-element packing chunk, with a last chunk of a
+ * block count that is not a multiple of four (the kernel's four-block step) where the format
+ * allows it, token groups of 16 with a partial last one, a NaN token (its f32 fallback). */
+static void test_amx_int8_equals_avx512(rf_threadpool *tp3, rf_isa best) {
+    if (best < RF_ISA_AMX) {
+        SKIP("AMX int8 GEMM: this CPU has no AMX level");
+        return;
+    }
+    const uint32_t types[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_IQ4_XS};
+    const int64_t n_out = 37, n_tok = 45;
+    for (size_t k = 0; k < RF_ARRAY_LEN(types); k++) {
+        const int64_t n_in = rf_type_get(types[k])->block_elems == 32 ? 2144 : 2304;
+        uint64_t rb;
+        uint8_t *w = random_weights(types[k], n_out, n_in, &rb);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        float *ya = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *yb = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-2, 2) * (0.25f + (float)((i / 32 * 7) % 13) * 0.25f);
+        x[20 * n_in + 7] = NAN;
+        rf_matmul(tp3, RF_ISA_AVX512, types[k], w, n_out, n_in, x, n_tok, ya);
+        rf_matmul(tp3, RF_ISA_AMX, types[k], w, n_out, n_in, x, n_tok, yb);
+        int diff = 0;
+        for (int64_t i = 0; i < n_tok * n_out; i++) diff += memcmp(&ya[i], &yb[i], sizeof(float)) != 0;
+        CHECK(diff == 0, "%s: AMX and AVX-512 int8 GEMMs differ in %d of %lld outputs", rf_type_name(types[k]), diff,
+              (long long)(n_tok * n_out));
+        free(w);
+        free(x);
+        free(ya);
+        free(yb);
+    }
+}
+
 /* Extreme codes: every quant byte 0xFF, 0x80 or 0x00 (largest unsigned codes, Q8_0's -128,
  * smallest) against activations that quantize to +127 or -127 everywhere: the largest integer
  * sums the int8 kernels can meet, where an int16 step too many would saturate or wrap (random
@@ -451,6 +484,7 @@ int main(void) {
     test_edges(tp3, best);
     test_extreme_codes(tp3, best);
     test_many_tokens_f32(tp3, best);
+    test_amx_int8_equals_avx512(tp3, best);
     test_batch_invariance(tp3, best);
     rf_threadpool_free(tp3);
     if (getenv("RF_TEST_VERBOSE"))

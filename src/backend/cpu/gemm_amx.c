@@ -349,6 +349,121 @@ static void gemm_amx_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_
     gemm_amx(w, rb, rq, n_out, n_in, x, n_tok, y, RF_TYPE_BF16);
 }
 
+/* ---- The int8 GEMM of the quantized types (AMX-INT8) -------------------------------------
+ *
+ * The AVX-512 int8 GEMM (matmul_avx512.c) with its micro-kernel on tiles: per block, TDPBSSD
+ * multiplies the block's 16 tokens of int8 codes (A: 16 x 4G bytes, as rf_gemm_pack_x lays them
+ * out with GT = 16) by the packed weight record's codes made signed (u - zp; B: G rows of [16
+ * rows][4], the record layout itself) into int32 C[token][row]. That is exactly the integer
+ * vpdpbusd accumulated from -zp * sum(x) on, and the float epilogue per block and token is
+ * mk_q8's, in its order: so the result is bit for bit the AVX-512 GEMM's (tests/test_matmul.c
+ * checks that). Tiles 0-3 take four consecutive blocks, 4/5 and 6/7 alternate as their A and B, so
+ * four products are in flight before their epilogues read them back. */
+#ifndef AMX_Q8_MIN_TOK /* fewer tokens take the AVX-512 int8 GEMM (docs/PERF-CPU.md section 20) */
+#define AMX_Q8_MIN_TOK 32
+#endif
+
+static rf_gemm_q8_fn avx512_gemm_q8[RF_TYPE_COUNT];
+
+static void amx_configure_q8(int G) {
+    amx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 4; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;         /* C: 16 tokens x 16 int32 */
+    for (int i = 4; i < 8; i += 2) cfg.colsb[i] = (uint16_t)(4 * G), cfg.rows[i] = 16; /* A: 16 tokens x 4G */
+    for (int i = 5; i < 8; i += 2) cfg.colsb[i] = 64, cfg.rows[i] = (uint8_t)G;       /* B: G x [16 rows][4] */
+    _tile_loadconfig(&cfg);
+}
+
+/* Block j's epilogue for the 16 tokens from its C tile (c: [token][row] int32), as mk_q8. */
+AI void q8_epilogue(const int32_t *c, const float *rec_s, const float *rec_m, const float *xd, const float *xds,
+                    __m512 *acc, const int has_m) {
+    const __m512 s = _mm512_load_ps(rec_s);
+    const __m512 m = has_m ? _mm512_load_ps(rec_m) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int t = 0; t < 16; t++) {
+        const __m512i ia = _mm512_load_si512((const void *)(c + 16 * t));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(s, _mm512_set1_ps(xd[t])), acc[t]);
+        if (has_m) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xds[t]), acc[t]);
+    }
+}
+
+#define Q8_TILE(c, a, b, j)                                                                        \
+    do {                                                                                           \
+        _tile_zero(c);                                                                             \
+        _tile_loadd(a, xp + (i + (j)) * 16 * BS, BS);                                              \
+        _tile_loadd(b, pk + (i + (j)) * rec, 64);                                                  \
+        _tile_dpbssd(c, a, b);                                                                     \
+    } while (0)
+
+/* xz is not read: the signed codes carry the zero point. */
+AI void mk_amx_q8(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const float *xd, const float *xds, float *y,
+                  int64_t n_out, uint16_t mask, int accumulate, const int G, const int has_m) {
+    const int BS = 4 * G;
+    const int64_t rec = G * 64 + 64 + (has_m ? 64 : 0);
+    _Alignas(64) int32_t cb[4][256];
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int t = 0; t < 16; t++)
+        acc[t] = accumulate && t < T ? _mm512_maskz_loadu_ps(mask, y + t * n_out) : _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nbc; i += 4) {
+        Q8_TILE(0, 4, 5, 0);
+        Q8_TILE(1, 6, 7, 1);
+        Q8_TILE(2, 4, 5, 2);
+        Q8_TILE(3, 6, 7, 3);
+        _tile_stored(0, cb[0], 64);
+        _tile_stored(1, cb[1], 64);
+        _tile_stored(2, cb[2], 64);
+        _tile_stored(3, cb[3], 64);
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *r = pk + (i + j) * rec;
+            const int64_t o = (i + j) * 16;
+            q8_epilogue(cb[j], (const float *)(r + G * 64), (const float *)(r + G * 64 + 64), xd + o, xds + o, acc, has_m);
+        }
+    }
+    for (; i < nbc; i++) {
+        Q8_TILE(0, 4, 5, 0);
+        _tile_stored(0, cb[0], 64);
+        const uint8_t *r = pk + i * rec;
+        q8_epilogue(cb[0], (const float *)(r + G * 64), (const float *)(r + G * 64 + 64), xd + i * 16, xds + i * 16, acc,
+                    has_m);
+    }
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * n_out, mask, acc[t]);
+}
+
+static void mk_amx_g8(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz, const float *xd,
+                      const float *xds, float *y, int64_t n_out, uint16_t mask, int acc) {
+    (void)xz;
+    mk_amx_q8(pk, nbc, T, xp, xd, xds, y, n_out, mask, acc, 8, 0);
+}
+static void mk_amx_g8m(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz, const float *xd,
+                       const float *xds, float *y, int64_t n_out, uint16_t mask, int acc) {
+    (void)xz;
+    mk_amx_q8(pk, nbc, T, xp, xd, xds, y, n_out, mask, acc, 8, 1);
+}
+static void gemm_amx_q8(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok,
+                        float *y, uint32_t type) {
+    int G, has_m, zp;
+    rf_avx512_q8_format(type, &G, &has_m, &zp);
+    if (n_tok < AMX_Q8_MIN_TOK) {
+        avx512_gemm_q8[type](w, rb, rq, n_out, x, n_tok, y);
+        return;
+    }
+    amx_configure_q8(G); /* G = 8: every type installed below */
+    rf_avx512_gemm_q8_with(type, w, rb, rq, n_out, x, n_tok, y, 16, has_m ? mk_amx_g8m : mk_amx_g8, 1);
+    _tile_release();
+}
+
+#define GEMM_AMX_Q8(name, type)                                                                                  \
+    static void name(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, \
+                     float *y) {                                                                                 \
+        gemm_amx_q8(w, rb, rq, n_out, x, n_tok, y, type);                                                        \
+    }
+GEMM_AMX_Q8(gemm_amx_q4_0, RF_TYPE_Q4_0)
+GEMM_AMX_Q8(gemm_amx_q8_0, RF_TYPE_Q8_0)
+GEMM_AMX_Q8(gemm_amx_q4_k, RF_TYPE_Q4_K)
+GEMM_AMX_Q8(gemm_amx_q5_k, RF_TYPE_Q5_K)
+GEMM_AMX_Q8(gemm_amx_iq4_xs, RF_TYPE_IQ4_XS)
+
 void rf_mm_kernels_amx(rf_mm_kernels *k) {
     static const uint32_t types[] = {RF_TYPE_F16, RF_TYPE_BF16};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -359,4 +474,19 @@ void rf_mm_kernels_amx(rf_mm_kernels *k) {
     }
     k->gemm_f32[RF_TYPE_F16] = gemm_amx_f16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_amx_bf16;
+    static const struct {
+        uint32_t type;
+        rf_gemm_q8_fn fn;
+    } q8[] = {{RF_TYPE_Q4_0, gemm_amx_q4_0}, {RF_TYPE_Q8_0, gemm_amx_q8_0}, {RF_TYPE_Q4_K, gemm_amx_q4_k},
+              {RF_TYPE_Q5_K, gemm_amx_q5_k}, {RF_TYPE_IQ4_XS, gemm_amx_iq4_xs}};
+    /* not Q6_K: its 16-element blocks halve the work per tile product while the float epilogue per
+     * block stays, and its GEMM was 10% slower on tiles (docs/PERF-CPU.md section 20) */
+    int G, has_m, zp;
+    for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++) {
+        const uint32_t t = q8[i].type;
+        /* only over the AVX-512 GEMM itself (the table holds it when the CPU has VNNI) */
+        if (!k->gemm_q8[t] || !rf_avx512_q8_format(t, &G, &has_m, &zp)) continue;
+        avx512_gemm_q8[t] = k->gemm_q8[t];
+        k->gemm_q8[t] = q8[i].fn;
+    }
 }

@@ -40,7 +40,7 @@ static rf_isa cpu_isa(void) {
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("amx-tile") &&
-            __builtin_cpu_supports("amx-bf16") && amx_permitted())
+            __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-int8") && amx_permitted())
             return RF_ISA_AMX;
         return RF_ISA_AVX512;
     }

@@ -26,8 +26,9 @@
 
 #include "backend/cpu/threadpool.h"
 
-/* RF_ISA_AMX is the AVX-512 level plus Intel AMX tiles (AMX-BF16) for the many-token F16 / BF16
- * GEMM (gemm_amx.c); it needs AVX512_BF16 and the kernel's permission to use tile data. */
+/* RF_ISA_AMX is the AVX-512 level plus Intel AMX tiles for the many-token GEMMs (gemm_amx.c:
+ * AMX-BF16 for F16 / BF16 weights, AMX-INT8 for the quantized types with an AVX-512 GEMM); it
+ * needs AVX512_BF16 and the kernel's permission to use tile data. */
 typedef enum { RF_ISA_SCALAR = 0, RF_ISA_AVX2 = 1, RF_ISA_AVX512 = 2, RF_ISA_AMX = 3 } rf_isa;
 enum { RF_ISA_COUNT = 4 };
 

@@ -92,8 +92,7 @@ MK_Q8(mk_g8, 8, 0, 1)
 MK_Q8(mk_g8m, 8, 1, 0)
 MK_Q8(mk_g4, 4, 0, 1)
 
-typedef void (*mk_q8_fn)(const uint8_t *, int64_t, int, const int8_t *, const int32_t *, const float *, const float *,
-                         float *, int64_t, __mmask16, int);
+typedef rf_mk_q8_fn mk_q8_fn; /* matmul_kernels.h */
 
 /* The quant bytes of 4 Q4_0 blocks (16 at bp + 2 + 18k) in one register, and of 2 Q8_0 blocks
  * (32 at bp + 2 + 34k). Measured (tools-style microbenchmark, one core, L2-resident rows): 128- and
@@ -322,15 +321,17 @@ static void pack_q6_k(const uint8_t *w, const int32_t *ridx, __m512i vidx, int64
 #endif
 typedef void (*pack_fn)(const uint8_t *, const int32_t *, __m512i, int64_t, int64_t, uint8_t *);
 
-/* Shared driver. G: groups of 4 per block (BS = 4G), zp: zero point, has_m: per-block mins. */
+/* Shared driver. G: groups of 4 per block (BS = 4G), zp: zero point, has_m: per-block mins; gt
+ * tokens per micro-kernel pass (GT here; 16 for the AMX micro-kernels of gemm_amx.c); with
+ * signed_codes the packed codes become u - zp (int8) before the micro-kernel sees them. */
 static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                            int64_t n_tok, float *y, const int G, const int has_m, const int zp, pack_fn pack,
-                           mk_q8_fn mk) {
+                           mk_q8_fn mk, const int gt, const int signed_codes) {
     const int BS = 4 * G;
     const int64_t nbz = x->n_in / BS;
     const int64_t rec = G * 64 + 64 + (has_m ? 64 : 0);
-    const int64_t ntg = (n_tok + GT - 1) / GT;
-    const rf_gemm_x px = rf_gemm_pack_x(x, n_tok, G, zp, GT);
+    const int64_t ntg = (n_tok + gt - 1) / gt;
+    const rf_gemm_x px = rf_gemm_pack_x(x, n_tok, G, zp, gt);
     const int8_t *xp = px.q;
     const int32_t *xz = px.z;
     const float *xd = px.d, *xds = px.ds;
@@ -348,6 +349,12 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n
         for (int64_t b0 = 0; b0 < nbz; b0 += kcb) {
             const int64_t nbc = RF_MIN(kcb, nbz - b0);
             pack(wr, ridx, vidx, b0, nbc, pk);
+            if (signed_codes && zp)
+                for (int64_t i = 0; i < nbc; i++)
+                    for (int g = 0; g < G; g++) {
+                        uint8_t *p = pk + i * rec + 64 * g;
+                        _mm512_store_si512((void *)p, _mm512_sub_epi8(_mm512_load_si512((const void *)p), _mm512_set1_epi8((char)zp)));
+                    }
             /* The gathers above wait on DRAM for 16 separate rows, which the hardware prefetcher
              * follows poorly: fetch the next chunk (or the next tile's first chunk) now, while
              * the micro-kernels work on this one. */
@@ -361,40 +368,62 @@ static void gemm_q8_common(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n
              * still waited on the first loads: 28% of the Q4_0 pp64 profile) */
             const int64_t nlines = nw ? (int64_t)((nlen + 63) / 64) : 0;
             for (int64_t tg = 0; tg < ntg; tg++) {
-                const int T = (int)RF_MIN(GT, n_tok - tg * GT);
+                const int T = (int)RF_MIN(gt, n_tok - tg * gt);
                 for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
                     for (int i = 0; i < nnr; i++)
                         _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + RF_MIN((uint64_t)l * 64, nlen - 1)), GEMM_Q_HINT);
-                const int64_t o = (tg * nbz + b0) * GT;
-                mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
+                const int64_t o = (tg * nbz + b0) * gt;
+                mk(pk, nbc, T, xp + o * BS, xz + o, xd + o, xds + o, y + tg * gt * n_out + r, n_out, mask, b0 > 0);
             }
         }
     }
 }
 
-static void gemm_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                      int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 8, pack_q4_0, mk_g8);
+/* The formats with an AVX-512 int8 GEMM: block of 4G elements, mins, zero point, packer, kernel. */
+typedef struct {
+    int G, has_m, zp;
+    pack_fn pack;
+    mk_q8_fn mk;
+} q8_format;
+
+static int q8_format_of(uint32_t type, q8_format *f) {
+    switch (type) {
+    case RF_TYPE_Q4_0: *f = (q8_format){8, 0, 8, pack_q4_0, mk_g8}; return 1;
+    case RF_TYPE_Q8_0: *f = (q8_format){8, 0, 128, pack_q8_0, mk_g8}; return 1;
+    case RF_TYPE_Q4_K: *f = (q8_format){8, 1, 0, pack_q4_k, mk_g8m}; return 1;
+    case RF_TYPE_Q5_K: *f = (q8_format){8, 1, 0, pack_q5_k, mk_g8m}; return 1;
+    case RF_TYPE_IQ4_XS: *f = (q8_format){8, 0, 128, pack_iq4_xs, mk_g8}; return 1;
+    case RF_TYPE_Q6_K: *f = (q8_format){4, 0, 32, pack_q6_k, mk_g4}; return 1;
+    }
+    return 0;
 }
-static void gemm_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                      int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 128, pack_q8_0, mk_g8);
+
+#define GEMM_Q8(name, type)                                                                                   \
+    static void name(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x, int64_t n_tok, \
+                     float *y) {                                                                              \
+        q8_format f;                                                                                          \
+        q8_format_of(type, &f);                                                                               \
+        gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, f.G, f.has_m, f.zp, f.pack, f.mk, GT, 0);                  \
+    }
+GEMM_Q8(gemm_q4_0, RF_TYPE_Q4_0)
+GEMM_Q8(gemm_q8_0, RF_TYPE_Q8_0)
+GEMM_Q8(gemm_q4_k, RF_TYPE_Q4_K)
+GEMM_Q8(gemm_q5_k, RF_TYPE_Q5_K)
+GEMM_Q8(gemm_iq4_xs, RF_TYPE_IQ4_XS)
+GEMM_Q8(gemm_q6_k, RF_TYPE_Q6_K)
+
+int rf_avx512_q8_format(uint32_t type, int *G, int *has_m, int *zp) {
+    q8_format f;
+    if (!q8_format_of(type, &f)) return 0;
+    *G = f.G, *has_m = f.has_m, *zp = f.zp;
+    return 1;
 }
-static void gemm_q4_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                      int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q4_k, mk_g8m);
-}
-static void gemm_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                      int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 1, 0, pack_q5_k, mk_g8m);
-}
-static void gemm_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                        int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 8, 0, 128, pack_iq4_xs, mk_g8);
-}
-static void gemm_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
-                      int64_t n_tok, float *y) {
-    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, 4, 0, 32, pack_q6_k, mk_g4);
+
+void rf_avx512_gemm_q8_with(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
+                            int64_t n_tok, float *y, int gt, rf_mk_q8_fn mk, int signed_codes) {
+    q8_format f;
+    if (!q8_format_of(type, &f)) abort();
+    gemm_q8_common(w, rb, rq, n_out, x, n_tok, y, f.G, f.has_m, f.zp, f.pack, mk, gt, signed_codes);
 }
 
 /* f32 micro-kernel: 32 rows (two 16-row vectors per k: pk is [k][32]) x T <= 8 tokens of the

@@ -87,6 +87,21 @@ typedef struct {
 } rf_gemm_x;
 rf_gemm_x rf_gemm_pack_x(const rf_xq8 *x, int64_t n_tok, int G, int zp, int GT);
 
+/* The AVX-512 int8 GEMM with another micro-kernel (gemm_amx.c's): the same weight packing (per
+ * block of BS = 4G elements and 16 rows, a record of G x 64 bytes of unsigned codes u as [k/4]
+ * [row][4], then 16 f32 scales s, then for formats with mins 16 f32 m; with signed_codes the
+ * codes are u - zp as int8 instead), the same activation packing (rf_gemm_pack_x with GT = gt),
+ * chunking, prefetch and accumulation through y between chunks. mk: nbc records at pk against
+ * T <= gt tokens, xp / xz / xd / xds of the pass's first block, 16 rows of y (mask: the valid
+ * ones), adding to y when acc. rf_avx512_q8_format gives the type's G, mins and zero point, or
+ * returns 0 for a type without an AVX-512 GEMM (then rf_avx512_gemm_q8_with must not be
+ * called). */
+typedef void (*rf_mk_q8_fn)(const uint8_t *pk, int64_t nbc, int T, const int8_t *xp, const int32_t *xz,
+                            const float *xd, const float *xds, float *y, int64_t n_out, uint16_t mask, int acc);
+int rf_avx512_q8_format(uint32_t type, int *G, int *has_m, int *zp);
+void rf_avx512_gemm_q8_with(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
+                            int64_t n_tok, float *y, int gt, rf_mk_q8_fn mk, int signed_codes);
+
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_gemv_avx2(rf_mm_kernels *k);     /* gemv_avx2.c: the AVX2 int8 matvec entries */
