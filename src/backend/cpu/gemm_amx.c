@@ -1,4 +1,5 @@
-/* gemm_amx.c: the AMX level's many-token GEMM for F16 and BF16 weights (Intel AMX-BF16 tiles).
+/* gemm_amx.c: the AMX level's many-token GEMMs (Intel AMX tiles): F16 and BF16 weights on
+ * AMX-BF16 (this part), the quantized types' int8 GEMM on AMX-INT8 (the part at the end).
  *
  * Contract: the rf_gemm_f32_fn of matmul_kernels.h. y[t*n_out + o] = sum_k W[o][k] * x[t][k] for
  * every token t < n_tok and the rows taken from `rows`, to f32 accuracy: |error| <= ~1e-5 of
@@ -29,11 +30,12 @@
  * 6/7 one token group's hi/lo. K is padded with zeros to a multiple of 32, rows past n_out repeat
  * the last row (their outputs are not stored), tokens past n_tok are zero.
  *
- * Loop order per thread: row pieces of up to 64 rows from `rows`; per piece and K chunk of 1024,
- * the piece's weights are converted once (256 KiB) and used by every token chunk, whose packed
+ * Loop order per thread: row pieces of up to 64 rows from `rows`, each in units of one K chunk of
+ * 1024. A unit's weights are converted once (256 KiB) and used by every token chunk, whose packed
  * activations for that K chunk (256 KiB) are used by every 16-row block of the piece; partial C
- * tiles stay in a per-thread buffer between K chunks. Each thread packs all of x itself (a few
- * percent of the GEMM's time), as the AVX-512 f32 GEMM does. */
+ * tiles stay in a per-thread buffer between K chunks. The next unit's conversion runs one K step
+ * at a time between this unit's tile products (wjob), into the other of two buffers. Each thread
+ * packs all of x itself (a few percent of the GEMM's time), as the AVX-512 f32 GEMM does. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -250,6 +252,27 @@ static void store_block(const float *acc, int64_t t0, int64_t n_tok, const float
                                   _mm512_mul_ps(_mm512_castsi512_ps(v[j]), _mm512_set1_ps(scale[t0 + j])));
 }
 
+/* A unit of work: one row piece (up to PIECE_BLOCKS blocks of 16 rows from row p) and one K chunk
+ * (KC_STEPS steps from step s0); units run chunk by chunk, then piece by piece, within one take
+ * [r0, r1) of rows. ok: the unit exists in the take. */
+typedef struct {
+    int64_t p, s0;
+    int ok;
+} unit;
+
+static unit unit_after(unit u, int64_t nsteps, int64_t r1) {
+    unit n = {u.p, u.s0 + KC_STEPS, 0};
+    if (n.s0 >= nsteps) n.s0 = 0, n.p += 16 * PIECE_BLOCKS;
+    n.ok = u.ok && n.p < r1;
+    return n;
+}
+
+/* Byte offsets of the unit's 16 rows per block (rows past r1 - 1 repeat the last). */
+static void unit_rows(unit u, uint64_t rb, int64_t r1, int64_t offs[PIECE_BLOCKS][16]) {
+    for (int b = 0; b < PIECE_BLOCKS; b++)
+        for (int r = 0; r < 16; r++) offs[b][r] = (int64_t)((uint64_t)RF_MIN(u.p + 16 * b + r, r1 - 1) * rb);
+}
+
 static void gemm_amx(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                      int64_t n_tok, float *y, uint32_t type) {
     if (n_tok < AMX_MIN_TOK) {
@@ -271,41 +294,30 @@ static void gemm_amx(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, 
     float *acc = (float *)(wa + 2 * wbuf);
     amx_configure();
     int64_t r0, r1;
-    /* A unit is one piece of up to 64 rows (PIECE_BLOCKS blocks) and one K chunk; units run
-     * chunk by chunk, then piece by piece. offs[i]: the row offsets of unit i % 3 (this, next,
-     * the one after: the prefetch target). */
-    int64_t offs[3][PIECE_BLOCKS][16];
+    int64_t offs[3][PIECE_BLOCKS][16]; /* row offsets of the current, next and following unit */
     wjob jobs[PIECE_BLOCKS];
     while (rf_rowq_take(rq, &r0, &r1)) {
-        int64_t up[3] = {r0}, us[3] = {0}; /* piece start, chunk start step: this, next, after */
-        int have[3] = {1};
-        for (int i = 1; i < 3; i++) {
-            have[i] = have[i - 1];
-            us[i] = us[i - 1] + KC_STEPS, up[i] = up[i - 1];
-            if (us[i] >= nsteps) us[i] = 0, up[i] += 16 * PIECE_BLOCKS;
-            have[i] = have[i] && up[i] < r1;
-        }
-        for (int i = 0; i < 3; i++)
-            for (int b = 0; b < PIECE_BLOCKS; b++)
-                for (int r = 0; r < 16; r++)
-                    offs[i][b][r] = (int64_t)((uint64_t)RF_MIN(up[i] + 16 * b + r, r1 - 1) * rb);
-        int cur = 0, par = 0;
+        unit cur = {r0, 0, 1}, nxt = unit_after(cur, nsteps, r1), aft = unit_after(nxt, nsteps, r1);
+        int64_t(*oc)[16] = offs[0], (*on)[16] = offs[1], (*oa)[16] = offs[2];
+        unit_rows(cur, rb, r1, oc);
+        unit_rows(nxt, rb, r1, on);
+        unit_rows(aft, rb, r1, oa);
+        int par = 0; /* the weight buffer of the current unit */
         /* the first unit is converted on its own */
-        for (int b = 0; b < PIECE_BLOCKS && up[0] + 16 * b < r1; b++) {
-            const wjob j = {w, offs[0][b], have[1] ? offs[1][b] : NULL, n_in, 0, us[1],
-                            (int)RF_MIN(KC_STEPS, nsteps), f16, wa + b * KC_STEPS * wt * TILE_ELEMS};
+        for (int b = 0; b < PIECE_BLOCKS && cur.p + 16 * b < r1; b++) {
+            const wjob j = {w, oc[b], nxt.ok ? on[b] : NULL, n_in, 0, nxt.s0, (int)RF_MIN(KC_STEPS, nsteps), f16,
+                            wa + b * KC_STEPS * wt * TILE_ELEMS};
             for (int st = 0; st < j.ns; st++) wjob_step(&j, st);
         }
         for (;;) {
-            const int nxt = (cur + 1) % 3, aft = (cur + 2) % 3;
-            const int64_t p = up[cur], s0 = us[cur];
+            const int64_t p = cur.p, s0 = cur.s0;
             const int nb = (int)RF_MIN(PIECE_BLOCKS, (r1 - p + 15) / 16);
             const int ns = (int)RF_MIN(KC_STEPS, nsteps - s0);
             int nj = 0; /* the next unit's blocks: nb or fewer (only a take's last piece is short) */
-            if (have[nxt])
-                for (; nj < PIECE_BLOCKS && up[nxt] + 16 * nj < r1; nj++)
-                    jobs[nj] = (wjob){w, offs[nxt][nj], have[aft] ? offs[aft][nj] : NULL, n_in, us[nxt], us[aft],
-                                      (int)RF_MIN(KC_STEPS, nsteps - us[nxt]), f16,
+            if (nxt.ok)
+                for (; nj < PIECE_BLOCKS && nxt.p + 16 * nj < r1; nj++)
+                    jobs[nj] = (wjob){w, on[nj], aft.ok ? oa[nj] : NULL, n_in, nxt.s0, aft.s0,
+                                      (int)RF_MIN(KC_STEPS, nsteps - nxt.s0), f16,
                                       wa + ((par ^ 1) * PIECE_BLOCKS + nj) * KC_STEPS * wt * TILE_ELEMS};
             for (int64_t tc = 0; tc < ntc; tc++) {
                 const int ng = (int)RF_MIN(CHUNK_GROUPS, (n_tok - tc * 64 + 15) / 16);
@@ -325,15 +337,11 @@ static void gemm_amx(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, 
                         for (int64_t o = p; o < RF_MIN(r1, p + 16 * PIECE_BLOCKS); o++)
                             avx512_dot[type](w + (uint64_t)o * rb, n_in, x + t * n_in, 1, y + t * n_out + o);
             }
-            if (!have[nxt]) break;
-            /* advance: the unit after next becomes the new "after" slot's successor */
-            int64_t np = up[aft], ns2 = us[aft] + KC_STEPS;
-            if (ns2 >= nsteps) ns2 = 0, np += 16 * PIECE_BLOCKS;
-            up[cur] = np, us[cur] = ns2, have[cur] = have[aft] && np < r1;
-            for (int b = 0; b < PIECE_BLOCKS; b++)
-                for (int r = 0; r < 16; r++)
-                    offs[cur][b][r] = (int64_t)((uint64_t)RF_MIN(np + 16 * b + r, r1 - 1) * rb);
-            cur = nxt;
+            if (!nxt.ok) break;
+            int64_t(*t)[16] = oc;
+            cur = nxt, nxt = aft, aft = unit_after(aft, nsteps, r1);
+            oc = on, on = oa, oa = t;
+            unit_rows(aft, rb, r1, oa);
             par ^= 1;
         }
     }
