@@ -590,13 +590,19 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
  * not a multiple of the group) are done with the reference decoder. */
 
 /* Software prefetch distance (bytes ahead in the row) per kernel. A/B, one thread, weights
- * from DRAM (bench_matmul "DRAM" column, 3 alternating rounds, GB/s): Q4_0 0: 15.5, 1536: 15.6,
- * 3072: 12.8; Q8_0 14.6 / 15.6 / 16.9; Q4_K 13.6 / 15.4 / 15.9; F16 16.6 / 16.1 / 14.6. */
+ * from DRAM (bench_matmul "DRAM" column, 3 alternating rounds, GB/s), AMD EPYC (Zen 4): Q4_0 0:
+ * 15.5, 1536: 15.6, 3072: 12.8; Q8_0 14.6 / 15.6 / 16.9; Q4_K 13.6 / 15.4 / 15.9; F16 16.6 / 16.1 /
+ * 14.6. On an Intel Xeon with AMX the Q4_0 optimum is the others' distance (PF_Q4_0_INTEL; bench
+ * two threads 24.3-24.7 -> 26.5-28.1 GB/s, one 13.3 -> 14.9, 1B Q4_0 tg32 43.8-45.9 -> 46.2-46.9
+ * t/s; PERF-CPU.md section 21), so the Q4_0 matvec takes its distance by vendor. */
 #ifndef GEMV_PF_SCALE /* 0 turns all of them off */
 #define GEMV_PF_SCALE 1
 #endif
 #ifndef PF_Q4_0
 #define PF_Q4_0 1536
+#endif
+#ifndef PF_Q4_0_INTEL
+#define PF_Q4_0_INTEL 3072
 #endif
 #define PF_Q8_0 3072
 #define PF_Q4_K 3072
@@ -623,13 +629,13 @@ AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
  * compute the I_b and products with SIMD and then run that same scalar fma chain. */
 
 /* One Q4_0 group (4 blocks): f32 block partial products of 16 lanes, scale not yet applied. */
-AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale) {
+AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i idd = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18,
                                          9, 9, 9, 9, 0, 0, 0, 0);
     const __m512i xl = _mm512_load_si512((const void *)xr), xh = _mm512_load_si512((const void *)(xr + 64));
     const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
-    PF(bp, PF_Q4_0);
+    PF(bp, pf);
     const __m512i qs = ld_q4_0x4(bp);
     const __m512 dv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idd, _mm512_loadu_si512((const void *)bp))));
     *scale = _mm512_mul_ps(dv, _mm512_load_ps((const float *)(xr + 128)));
@@ -641,19 +647,20 @@ AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale) {
 /* Lane-parallel: lane 4k+j accumulates a quarter of block k of every group in f32 (no per-block
  * horizontal step, no serial chain); two accumulators (even/odd groups) so the fma latency is
  * not the limit. Not bit-identical to the GEMM (other summation order): within float rounding. */
-AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t *xr, int64_t ng, float *out) {
+AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t *xr, int64_t ng, float *out,
+                       const int pf) {
     (void)rb;
     (void)R;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), s0, s1;
     int64_t g = 0;
     for (; g + 2 <= ng; g += 2, xr += 512) {
-        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0);
-        const __m512 p1 = q4_0_grp(w + 72 * g + 72, xr + 256, &s1);
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf);
+        const __m512 p1 = q4_0_grp(w + 72 * g + 72, xr + 256, &s1, pf);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
         a1 = _mm512_fmadd_ps(p1, s1, a1);
     }
     if (g < ng) {
-        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0);
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
     }
     out[0] = hsum16(_mm512_add_ps(a0, a1));
@@ -674,6 +681,7 @@ static float gemv_tail(const uint8_t *row, int kind, int64_t b0, int64_t nb, con
     return acc;
 }
 
+static int pf_q4_0_intel; /* rf_mm_kernels_avx512: the CPU is Intel's */
 static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nb = x->n_in / 32, ng = nb / 4;
     uint8_t *xr = gscratch(1, (size_t)(ng * 256) + 64);
@@ -691,7 +699,10 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
-        for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r);
+        if (pf_q4_0_intel)
+            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0_INTEL);
+        else
+            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0);
         if (ng * 4 < nb)
             for (int64_t r = r0; r < r1; r++) y[r] = gemv_tail(w + (uint64_t)r * rb, 0, ng * 4, nb, x, y[r]);
     }
@@ -1109,6 +1120,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     /* Without VBMI the AVX2 matvec kernels (gemv_avx2.c) stay in gemv_q8: one token through the
      * GEMM above was 2-4x slower than them (docs/PERF-CPU.md section 16). */
     if (!__builtin_cpu_supports("avx512vbmi")) return;
+    pf_q4_0_intel = __builtin_cpu_is("intel");
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
