@@ -592,9 +592,9 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 /* Software prefetch distance (bytes ahead in the row) per kernel. A/B, one thread, weights
  * from DRAM (bench_matmul "DRAM" column, 3 alternating rounds, GB/s), AMD EPYC (Zen 4): Q4_0 0:
  * 15.5, 1536: 15.6, 3072: 12.8; Q8_0 14.6 / 15.6 / 16.9; Q4_K 13.6 / 15.4 / 15.9; F16 16.6 / 16.1 /
- * 14.6. On an Intel Xeon with AMX the Q4_0 optimum is the others' distance (PF_Q4_0_INTEL; bench
- * two threads 24.3-24.7 -> 26.5-28.1 GB/s, one 13.3 -> 14.9, 1B Q4_0 tg32 43.8-45.9 -> 46.2-46.9
- * t/s; PERF-CPU.md section 21), so the Q4_0 matvec takes its distance by vendor. */
+ * 14.6. On an Intel Xeon with AMX 3072 serves Q4_0 and F16 best (PF_*_INTEL; bench two threads
+ * Q4_0 24.3-24.7 -> 26.5-28.1 GB/s, F16 30.9-32.1 -> 35.4-38.4; 1B tg32 Q4_0 +5%, F16 +8-15%;
+ * PERF-CPU.md section 21), so those two matvecs take their distance by vendor. */
 #ifndef GEMV_PF_SCALE /* 0 turns all of them off */
 #define GEMV_PF_SCALE 1
 #endif
@@ -611,6 +611,10 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #ifndef PF_F16
 #define PF_F16 1536
 #endif
+#ifndef PF_F16_INTEL
+#define PF_F16_INTEL 3072
+#endif
+static int gemv_pf_intel; /* rf_mm_kernels_avx512: an Intel CPU (the *_INTEL distances) */
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
@@ -681,7 +685,6 @@ static float gemv_tail(const uint8_t *row, int kind, int64_t b0, int64_t nb, con
     return acc;
 }
 
-static int pf_q4_0_intel; /* rf_mm_kernels_avx512: the CPU is Intel's */
 static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nb = x->n_in / 32, ng = nb / 4;
     uint8_t *xr = gscratch(1, (size_t)(ng * 256) + 64);
@@ -699,7 +702,7 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
-        if (pf_q4_0_intel)
+        if (gemv_pf_intel)
             for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0_INTEL);
         else
             for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0);
@@ -1077,15 +1080,14 @@ __attribute__((target("gfni"))) static void gemv_q3_k(const uint8_t *w, uint64_t
 }
 
 /* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
-static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, const float *x, float *y) {
-    int64_t r0, r1;
-    while (rf_rowq_take(rq, &r0, &r1))
+AI void gemv_f16_rows(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_in, const float *x, float *y,
+                      const int pf) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *p = w + (uint64_t)r * rb;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         int64_t i = 0;
         for (; i + 32 <= n_in; i += 32) {
-            PF(p + 2 * i, PF_F16);
+            PF(p + 2 * i, pf);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
         }
@@ -1099,9 +1101,16 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, c
         y[r] = hsum16(_mm512_add_ps(a0, a1));
     }
 }
+static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, const float *x, float *y) {
+    int64_t r0, r1;
+    while (rf_rowq_take(rq, &r0, &r1))
+        if (gemv_pf_intel) gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16_INTEL);
+        else gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16);
+}
 
 void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     __builtin_cpu_init();
+    gemv_pf_intel = __builtin_cpu_is("intel");
     /* the f32 GEMM needs only AVX-512F (no VNNI instruction is generated for it) */
     k->gemm_f32[RF_TYPE_F16] = gemm_f16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16;
@@ -1120,7 +1129,6 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     /* Without VBMI the AVX2 matvec kernels (gemv_avx2.c) stay in gemv_q8: one token through the
      * GEMM above was 2-4x slower than them (docs/PERF-CPU.md section 16). */
     if (!__builtin_cpu_supports("avx512vbmi")) return;
-    pf_q4_0_intel = __builtin_cpu_is("intel");
     k->gemv_q8[RF_TYPE_Q4_0] = gemv_q4_0;
     k->gemv_q8[RF_TYPE_Q8_0] = gemv_q8_0;
     k->gemv_q8[RF_TYPE_Q4_K] = gemv_q4_k;
