@@ -604,9 +604,15 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #ifndef PF_Q4_0_INTEL
 #define PF_Q4_0_INTEL 3072
 #endif
+#ifndef PF_Q8_0
 #define PF_Q8_0 3072
+#endif
+#ifndef PF_Q4_K
 #define PF_Q4_K 3072
+#endif
+#ifndef PF_Q6_K
 #define PF_Q6_K 3072
+#endif
 #define PF_IQ4_XS 3072
 #ifndef PF_F16
 #define PF_F16 1536
