@@ -594,7 +594,9 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
  * 15.5, 1536: 15.6, 3072: 12.8; Q8_0 14.6 / 15.6 / 16.9; Q4_K 13.6 / 15.4 / 15.9; F16 16.6 / 16.1 /
  * 14.6. On an Intel Xeon with AMX 3072 serves Q4_0 and F16 best (PF_*_INTEL; bench two threads
  * Q4_0 24.3-24.7 -> 26.5-28.1 GB/s, F16 30.9-32.1 -> 35.4-38.4; 1B tg32 Q4_0 +5%, F16 +8-15%;
- * PERF-CPU.md section 21), so those two matvecs take their distance by vendor. */
+ * PERF-CPU.md section 21), so those two matvecs take their distance by vendor. Q4_0 and Q8_0,
+ * whose groups of 72 and 68 bytes straddle lines, also prefetch each group's last byte (Intel:
+ * tg32 +2-4%; not measured on the EPYC). */
 #ifndef GEMV_PF_SCALE /* 0 turns all of them off */
 #define GEMV_PF_SCALE 1
 #endif
@@ -646,6 +648,7 @@ AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const in
     const __m512i xl = _mm512_load_si512((const void *)xr), xh = _mm512_load_si512((const void *)(xr + 64));
     const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
     PF(bp, pf);
+    PF(bp + 71, pf); /* a group's last byte too: 72-byte groups leave one 64-byte line in 9 unprefetched */
     const __m512i qs = ld_q4_0x4(bp);
     const __m512 dv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idd, _mm512_loadu_si512((const void *)bp))));
     *scale = _mm512_mul_ps(dv, _mm512_load_ps((const float *)(xr + 128)));
@@ -725,6 +728,7 @@ AI __m512 q8_0_grp(const uint8_t *bp, const int8_t *xq, const uint8_t *xr, __m51
     const __m512i xv = _mm512_loadu_si512((const void *)xq);
     const __m512i xz = _mm512_load_si512((const void *)(xr + 64));
     PF(bp, PF_Q8_0);
+    PF(bp + 67, PF_Q8_0); /* a group's last byte too: 68-byte groups leave one line in 17 unprefetched */
     const __m512i qs = _mm512_xor_si512(ld_q8_0x2(bp), x80);
     *scale = _mm512_mul_ps(d_q8_0x2(bp), _mm512_load_ps((const float *)xr));
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(xz, qs, xv));
