@@ -3,6 +3,9 @@
  * 1. Host decode check (no GPU needed): the device block decoders, run on the host through
  *    rf_gpu_mm_host_decode, must equal rf_dequantize_row bit for bit on random blocks of every
  *    type (and the 16-byte plain-type decoders too).
+ *    The IQ4 codebook lookups of the int8 units (rf_gpu_mm_host_iq4_dot: CUDA's by prmt's sign
+ *    mode, HIP's by permutes and a select) against the codebook, every nibble value at every
+ *    position and random words.
  * 2. On a device: for every type, random weights (random bytes with sane f16 scales for the
  *    quantized types; encoded random floats for F32/F16/BF16), random x, y = x W^T (+ bias)
  *    for n = 1, 2, 7, 16 (matvec), 17, 33, 100 (GEMM; on CUDA through cuBLAS and again through
@@ -1048,11 +1051,43 @@ static void test_gpu(void) {
     rf_gpu_matmul_free(env.ctx);
 }
 
+/* Both IQ4 codebook lookups of the int8 units (CUDA's by prmt's sign mode, HIP's by byte
+ * permutes and a select) against the codebook: every nibble value at every position with a unit
+ * x byte, then random words and random x. */
+static void test_host_iq4_lookup(void) {
+    static const int8_t cb[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    for (int sign = 0; sign < 2; sign++) {
+        int bad = 0;
+        for (int k = 0; k < 8; k++)
+            for (uint32_t n = 0; n < 16; n++) {
+                const uint32_t c = (0x99999999u & ~(0xfu << (4 * k))) | (n << (4 * k)); /* the others: 9 */
+                const int32_t xu = (int32_t)(1u << (8 * (k % 4)));
+                const int got = rf_gpu_mm_host_iq4_dot(sign, c, k < 4 ? xu : 0, k < 4 ? 0 : xu);
+                bad += got != cb[n];
+            }
+        for (int t = 0; t < 2000; t++) {
+            const uint32_t c = (uint32_t)test_rng();
+            int8_t xb[8];
+            int want = 0;
+            for (int k = 0; k < 8; k++) {
+                xb[k] = (int8_t)(test_rng() % 255 - 127);
+                want += cb[(c >> (4 * k)) & 0xf] * xb[k];
+            }
+            int32_t xl, xh;
+            memcpy(&xl, xb, 4);
+            memcpy(&xh, xb + 4, 4);
+            bad += rf_gpu_mm_host_iq4_dot(sign, c, xl, xh) != want;
+        }
+        CHECK(bad == 0, "IQ4 lookup (%s): %d wrong dots", sign ? "prmt sign mode" : "permutes and select", bad);
+    }
+}
+
 int main(void) {
     printf("seed %llu\n", (unsigned long long)test_seed());
     test_host_decode();
     test_host_decode_layouts();
     test_host_qdot();
+    test_host_iq4_lookup();
     test_gpu();
     return test_finish();
 }

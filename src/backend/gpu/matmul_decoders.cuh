@@ -109,6 +109,28 @@ HD uint32_t mm_byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     return r;
 #endif
 }
+/* PTX prmt in its default mode with all four selector bits: bits 0-2 of a selector nibble pick a
+ * byte of {y, x} as above, bit 3 replaces that byte by its sign (0x00 or 0xff). CUDA only:
+ * __byte_perm keeps three bits, and HIP's v_perm_b32 has no sign mode. The host computes the same. */
+#ifndef MM_HIP
+HD uint32_t mm_prmt_sign(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef MM_DEVICE_PASS
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(y), "r"(s));
+    return d;
+#else
+    const uint64_t v = ((uint64_t)y << 32) | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; n++) {
+        const uint32_t sel = (s >> (4 * n)) & 0xfu;
+        uint32_t b = (uint32_t)(v >> (8 * (sel & 7u))) & 0xffu;
+        if (sel & 8u) b = (b & 0x80u) ? 0xffu : 0u;
+        r |= b << (8 * n);
+    }
+    return r;
+#endif
+}
+#endif
 /* The IQ4 nibble order of the device layouts: a word of 4 quant bytes (byte k = element k in its
  * low nibble, element k + 16 of the block in its high nibble) with its nibbles reordered so that
  * nibble k (k < 4) holds byte k's low nibble and nibble 4 + k its high nibble; a lookup then

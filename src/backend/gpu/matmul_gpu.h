@@ -193,6 +193,11 @@ int rf_gpu_mm_host_decode(uint32_t type, const void *row, int64_t n_in, float *o
  * as the device does, the device's unit loads and dp4a dots, *out = the row's dot. Checks the
  * int8 unit layouts without a GPU. */
 int rf_gpu_mm_host_qdot(uint32_t type, const void *row, int64_t n_in, const float *x, double *out);
+/* The IQ4 codebook lookup of the int8 units on the host, for one quant word c in the device
+ * layouts' nibble order: sum over nibbles k < 4 of value[nibble k] * byte k of xl, plus over k >= 4
+ * of value[nibble k] * byte k - 4 of xh (int8 bytes). sign: the CUDA lookup (prmt's sign mode;
+ * where the build has none, HIP, the other), else the HIP one (mm_iq4_pair). */
+int rf_gpu_mm_host_iq4_dot(int sign, uint32_t c, int32_t xl, int32_t xh);
 /* Device name into buf (for logs). */
 void rf_gpu_mm_device_name(char *buf, size_t len);
 

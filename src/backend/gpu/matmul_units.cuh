@@ -155,6 +155,46 @@ HD void mm_iq4_pair(uint32_t c, uint32_t *lo, uint32_t *hi) {
     *lo = mm_byte_perm(a0, b0, t | 0x3210u);
     *hi = mm_byte_perm(a1, b1, (t >> 16) | 0x3210u);
 }
+/* The IQ4_NL codebook's entries 8..15 plus one, four per word (mm_iq4_dot_word). */
+#define MM_IQ4_B0 0x271a0e02u
+#define MM_IQ4_B1 0x725a4636u
+/* s + the dot of the 8 codebook entries of a shuffled quant word c (iq4_nib_shuffle) with x: the
+ * entries of nibbles 0..3 against the 4 int8 of xl, of nibbles 4..7 against xh. On CUDA by prmt's
+ * sign mode (mm_prmt_sign): entries 0..7 are all negative, 8..15 all positive, so a lookup in
+ * entries 0..7 by the raw nibble gives the entry for n < 8 and -1 (the sign of entry n - 8) for
+ * n >= 8, and one in entries 8..15 plus one by the nibble with bit 3 flipped gives 0 for n < 8 and
+ * the entry plus one for n >= 8: their sum is the entry, so two dp4a take the two lookups. Four
+ * permutes, one xor, two shifts and four dp4a per 8 entries, against mm_iq4_pair's 6 permutes, 5
+ * other instructions and two dp4a; the integer sum is the same. On HIP mm_iq4_pair (both are
+ * checked on the host: rf_gpu_mm_host_iq4_dot). */
+HD int mm_iq4_dot_word_pair(uint32_t c, int xl, int xh, int s) {
+    uint32_t lo, hi;
+    mm_iq4_pair(c, &lo, &hi);
+    return mm_dp4a((int)hi, xh, mm_dp4a((int)lo, xl, s));
+}
+#ifndef MM_HIP
+HD int mm_iq4_dot_word_sign(uint32_t c, int xl, int xh, int s) {
+    const uint32_t f = c ^ 0x88888888u;
+    s = mm_dp4a((int)mm_prmt_sign(MM_IQ4_W0, MM_IQ4_W1, c), xl, s);
+    s = mm_dp4a((int)mm_prmt_sign(MM_IQ4_B0, MM_IQ4_B1, f), xl, s);
+    s = mm_dp4a((int)mm_prmt_sign(MM_IQ4_W0, MM_IQ4_W1, c >> 16), xh, s);
+    return mm_dp4a((int)mm_prmt_sign(MM_IQ4_B0, MM_IQ4_B1, f >> 16), xh, s);
+}
+#endif
+HD int mm_iq4_dot_word(uint32_t c, int xl, int xh, int s) {
+#ifndef MM_HIP
+    return mm_iq4_dot_word_sign(c, xl, xh, s);
+#else
+    return mm_iq4_dot_word_pair(c, xl, xh, s);
+#endif
+}
+/* The 32 elements of 4 shuffled quant words against x (xl: the elements of nibbles 0..3, xh: 4..7). */
+HD int mm_iq4_dot32(const uint32_t *c, int4 xl, int4 xh) {
+    int s = mm_iq4_dot_word(c[0], xl.x, xh.x, 0);
+    s = mm_iq4_dot_word(c[1], xl.y, xh.y, s);
+    s = mm_iq4_dot_word(c[2], xl.z, xh.z, s);
+    return mm_iq4_dot_word(c[3], xl.w, xh.w, s);
+}
 /* bits 0..3 of v -> bit 4 of bytes 0..3 */
 HD uint32_t spread4(uint32_t v) { return (((v & 0xfu) * 0x00204081u) & 0x01010101u) << 4; }
 
@@ -190,10 +230,10 @@ MM_UNROLL
 struct VIQ4_NL : VQ4_0 {
     typedef DecIQ4_NL Dec;
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[4], hi[4];
+        uint32_t c[4];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) mm_iq4_pair(iq4_nib_shuffle(r.q[i]), &lo[i], &hi[i]);
-        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        for (int i = 0; i < 4; i++) c[i] = iq4_nib_shuffle(r.q[i]);
+        const int s = mm_iq4_dot32(c, ldx16s<SW>(xq), ldx16s<SW>(xq + 16));
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
@@ -212,10 +252,10 @@ struct VIQ4_XS {
         ldw_a4<16>(b + 8 + 16 * u, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[4], hi[4];
+        uint32_t c[4];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) mm_iq4_pair(iq4_nib_shuffle(r.q[i]), &lo[i], &hi[i]);
-        const int s = dot16(hi, ldx16s<SW>(xq + 32 * u + 16), dot16(lo, ldx16s<SW>(xq + 32 * u), 0));
+        for (int i = 0; i < 4; i++) c[i] = iq4_nib_shuffle(r.q[i]);
+        const int s = mm_iq4_dot32(c, ldx16s<SW>(xq + 32 * u), ldx16s<SW>(xq + 32 * u + 16));
         const int ls = (int)((r.l >> (4 * u)) & 0xfu) | (int)(((r.h >> (16 + 2 * u)) & 3u) << 4);
         return mm_h2f((uint16_t)(r.h & 0xffffu)) * (float)(ls - 32) * xd[u].x * (float)s;
     }
@@ -231,11 +271,8 @@ struct VIQ4_NLX8 {
         ldw_a16<16>(b + 16 + 16 * u, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[4], hi[4];
-MM_UNROLL
-        for (int i = 0; i < 4; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
         const int8_t *x = xq + 32 * u;
-        const int s = dot16(hi, ldx16s<SW>(x + 16), dot16(lo, ldx16s<SW>(x), 0));
+        const int s = mm_iq4_dot32(r.q, ldx16s<SW>(x), ldx16s<SW>(x + 16));
         return mm_h2f((uint16_t)r.d) * xd[u].x * (float)s;
     }
 };
@@ -256,12 +293,9 @@ struct VIQ4_XSS {
         ldw_a8<32>(b + 8 + 32 * j, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
-        uint32_t lo[8], hi[8];
-MM_UNROLL
-        for (int i = 0; i < 8; i++) mm_iq4_pair(r.q[i], &lo[i], &hi[i]);
         const int8_t *x = xq + 64 * j;
-        const int s0 = dot16(hi, ldx16s<SW>(x + 16), dot16(lo, ldx16s<SW>(x), 0));
-        const int s1 = dot16(hi + 4, ldx16s<SW>(x + 48), dot16(lo + 4, ldx16s<SW>(x + 32), 0));
+        const int s0 = mm_iq4_dot32(r.q, ldx16s<SW>(x), ldx16s<SW>(x + 16));
+        const int s1 = mm_iq4_dot32(r.q + 4, ldx16s<SW>(x + 32), ldx16s<SW>(x + 48));
         const uint32_t l = r.l >> (8 * j), h = r.h >> (16 + 4 * j);
         const int ls0 = (int)((l & 0xfu) | ((h & 3u) << 4)), ls1 = (int)(((l >> 4) & 0xfu) | ((h & 0xcu) << 2));
         return mm_h2f((uint16_t)(r.h & 0xffffu)) *
