@@ -2584,6 +2584,8 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
 extern "C" int rf_gpu_mm_host_iq4_dot(int sign, uint32_t c, int32_t xl, int32_t xh) {
 #ifndef MM_HIP
     if (sign) return mm_iq4_dot_word_sign(c, xl, xh, 0);
+#else
+    (void)sign; /* no sign mode on HIP: its lookup either way */
 #endif
     return mm_iq4_dot_word_pair(c, xl, xh, 0);
 }
