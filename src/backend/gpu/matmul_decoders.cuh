@@ -134,7 +134,7 @@ HD uint32_t mm_prmt_sign(uint32_t x, uint32_t y, uint32_t s) {
 /* The IQ4 nibble order of the device layouts: a word of 4 quant bytes (byte k = element k in its
  * low nibble, element k + 16 of the block in its high nibble) with its nibbles reordered so that
  * nibble k (k < 4) holds byte k's low nibble and nibble 4 + k its high nibble; a lookup then
- * selects with the word itself (mm_iq4_pair). */
+ * selects with the word itself (mm_iq4_dot_word). */
 HD uint32_t iq4_nib_shuffle(uint32_t q) {
     const uint32_t a = q & 0x0f0f0f0fu, b = (q >> 4) & 0x0f0f0f0fu;
     return mm_byte_perm(a, b, 0x6420u) | (mm_byte_perm(a, b, 0x7531u) << 4);

@@ -226,7 +226,7 @@ MM_UNROLL
     }
 };
 /* IQ4_NL: Q4_0's block (layout, loads) with the nibbles indexing the codebook (shuffled in
- * registers for mm_iq4_pair), no offset. */
+ * registers for mm_iq4_dot32), no offset. */
 struct VIQ4_NL : VQ4_0 {
     typedef DecIQ4_NL Dec;
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
@@ -238,7 +238,7 @@ MM_UNROLL
     }
 };
 /* IQ4_XS (layout in quant.c): unit u = sub-block u of the 136-byte superblock, its 16 quant bytes
- * at 8 + 16u indexing the codebook (mm_iq4_pair), its scale d * (sc6 - 32) from scales_l
+ * at 8 + 16u indexing the codebook (mm_iq4_dot32), its scale d * (sc6 - 32) from scales_l
  * nibble u and scales_h bits 2u, 2u + 1. */
 struct VIQ4_XS {
     typedef DecIQ4_XS Dec;
