@@ -489,10 +489,13 @@ void rf_mm_kernels_amx(rf_mm_kernels *k) {
               {RF_TYPE_Q5_K, gemm_amx_q5_k}, {RF_TYPE_IQ4_XS, gemm_amx_iq4_xs}};
     /* not Q6_K: its 16-element blocks halve the work per tile product while the float epilogue per
      * block stays, and its GEMM was 10% slower on tiles (docs/PERF-CPU.md section 20) */
+    /* only over the AVX-512 GEMM itself: the table holds it (and its packers may run) where the CPU
+     * has VNNI and VBMI, as every AMX CPU so far does; elsewhere these types keep what they had */
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512vbmi")) return;
     int G, has_m, zp;
     for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++) {
         const uint32_t t = q8[i].type;
-        /* only over the AVX-512 GEMM itself (the table holds it when the CPU has VNNI) */
         if (!k->gemm_q8[t] || !rf_avx512_q8_format(t, &G, &has_m, &zp)) continue;
         avx512_gemm_q8[t] = k->gemm_q8[t];
         k->gemm_q8[t] = q8[i].fn;
