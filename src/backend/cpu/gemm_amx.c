@@ -87,7 +87,9 @@ AI void split_bf16(__m512 f0, __m512 f1, __m512i *hi, __m512i *lo) {
     *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(f1, h1), _mm512_sub_ps(f0, h0));
 }
 
-AI __mmask32 tail_mask32(int64_t n) { return n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1); }
+/* The first n lanes (none for n <= 0, all for n >= the width). */
+AI __mmask32 tail_mask32(int64_t n) { return n >= 32 ? 0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
+AI __mmask16 tail_mask16(int64_t n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* One conversion job: the weights of one 16-row block for K steps [s0, s0 + ns) into wa, per
  * step the hi tile, then (F16) the lo tile. roff: byte offsets of the block's 16 rows (clamped to
@@ -133,7 +135,7 @@ static int64_t pack_x(const float *x, int64_t n_tok, int64_t n_in, int64_t nstep
         __m512 m = _mm512_setzero_ps();
         __mmask16 nonfinite = 0;
         for (int64_t k = 0; k < n_in; k += 16) {
-            const __m512 v = _mm512_maskz_loadu_ps((__mmask16)(n_in - k >= 16 ? 0xFFFF : (1u << (n_in - k)) - 1), xt + k);
+            const __m512 v = _mm512_maskz_loadu_ps(tail_mask16(n_in - k), xt + k);
             nonfinite |= _mm512_fpclass_ps_mask(v, 0x99); /* QNaN, SNaN, +inf, -inf */
             m = _mm512_max_ps(m, _mm512_abs_ps(v));
         }
@@ -154,8 +156,7 @@ static int64_t pack_x(const float *x, int64_t n_tok, int64_t n_in, int64_t nstep
             for (int64_t s = 0; s < nsteps; s++) {
                 __m512i hv[16], lv[16];
                 const int64_t k = s * KSTEP;
-                const __mmask16 m0 = (__mmask16)(n_in - k >= 16 ? 0xFFFF : n_in - k <= 0 ? 0 : (1u << (n_in - k)) - 1);
-                const __mmask16 m1 = (__mmask16)(n_in - k - 16 >= 16 ? 0xFFFF : n_in - k - 16 <= 0 ? 0 : (1u << (n_in - k - 16)) - 1);
+                const __mmask16 m0 = tail_mask16(n_in - k), m1 = tail_mask16(n_in - k - 16);
                 for (int j = 0; j < 16; j++) {
                     const int64_t t = t0 + j;
                     if (t >= n_tok || bad[t]) {
@@ -245,7 +246,7 @@ static void store_block(const float *acc, int64_t t0, int64_t n_tok, const float
     __m512i v[16];
     for (int i = 0; i < 16; i++) v[i] = _mm512_load_si512((const void *)(acc + 16 * i));
     tr16(v);
-    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    const __mmask16 m = tail_mask16(nr);
     for (int j = 0; j < 16 && t0 + j < n_tok; j++)
         if (!bad[t0 + j])
             _mm512_mask_storeu_ps(y + (t0 + j) * n_out + r, m,
