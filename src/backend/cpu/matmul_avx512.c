@@ -616,6 +616,18 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #define PF_Q6_K 3072
 #endif
 #define PF_IQ4_XS 3072
+/* A second, farther prefetch into the L2 only (T1), on Intel, for Q4_0 and Q8_0: the L2
+ * streamer stops at each 4 KiB page and the 16 L1 fill buffers cannot keep a DRAM latency's worth
+ * of lines in flight, so the near T0 prefetch alone leaves the core short of lines in flight.
+ * A/B on the Xeon with AMX, 1B tg32, alternating, 4 rounds (PERF-CPU.md section 22): Q4_0 +3-7%,
+ * Q8_0 +2%; F16 lost 4% with it (its near prefetch already reads at the machine's rate) and
+ * Q4_K was unchanged, so those two do not take it. 0 turns it off. */
+#ifndef PF_Q4_0_L2_INTEL
+#define PF_Q4_0_L2_INTEL 9216
+#endif
+#ifndef PF_Q8_0_L2_INTEL
+#define PF_Q8_0_L2_INTEL 9216
+#endif
 #ifndef PF_F16
 #define PF_F16 1536
 #endif
@@ -627,6 +639,7 @@ static int gemv_pf_intel; /* rf_mm_kernels_avx512: an Intel CPU (the *_INTEL dis
 #define PF_HINT _MM_HINT_T0
 #endif
 #define PF(p, d) do { if (GEMV_PF_SCALE) _mm_prefetch((const char *)(p) + (d) * GEMV_PF_SCALE, PF_HINT); } while (0)
+#define PF_L2(p, d) do { if (GEMV_PF_SCALE && (d)) _mm_prefetch((const char *)(p) + (d) * GEMV_PF_SCALE, _MM_HINT_T1); } while (0)
 
 AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
@@ -641,7 +654,7 @@ AI float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
  * compute the I_b and products with SIMD and then run that same scalar fma chain. */
 
 /* One Q4_0 group (4 blocks): f32 block partial products of 16 lanes, scale not yet applied. */
-AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const int pf) {
+AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const int pf, const int pf2) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i idd = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18,
                                          9, 9, 9, 9, 0, 0, 0, 0);
@@ -649,6 +662,8 @@ AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const in
     const __m512i xz = _mm512_load_si512((const void *)(xr + 192));
     PF(bp, pf);
     PF(bp + 71, pf); /* a group's last byte too: 72-byte groups leave one 64-byte line in 9 unprefetched */
+    PF_L2(bp, pf2);
+    PF_L2(bp + 71, pf2);
     const __m512i qs = ld_q4_0x4(bp);
     const __m512 dv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idd, _mm512_loadu_si512((const void *)bp))));
     *scale = _mm512_mul_ps(dv, _mm512_load_ps((const float *)(xr + 128)));
@@ -661,19 +676,19 @@ AI __m512 q4_0_grp(const uint8_t *bp, const uint8_t *xr, __m512 *scale, const in
  * horizontal step, no serial chain); two accumulators (even/odd groups) so the fma latency is
  * not the limit. Not bit-identical to the GEMM (other summation order): within float rounding. */
 AI void gemv_q4_0_rows(const uint8_t *w, uint64_t rb, const int R, const uint8_t *xr, int64_t ng, float *out,
-                       const int pf) {
+                       const int pf, const int pf2) {
     (void)rb;
     (void)R;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), s0, s1;
     int64_t g = 0;
     for (; g + 2 <= ng; g += 2, xr += 512) {
-        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf);
-        const __m512 p1 = q4_0_grp(w + 72 * g + 72, xr + 256, &s1, pf);
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf, pf2);
+        const __m512 p1 = q4_0_grp(w + 72 * g + 72, xr + 256, &s1, pf, pf2);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
         a1 = _mm512_fmadd_ps(p1, s1, a1);
     }
     if (g < ng) {
-        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf);
+        const __m512 p0 = q4_0_grp(w + 72 * g, xr, &s0, pf, pf2);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
     }
     out[0] = hsum16(_mm512_add_ps(a0, a1));
@@ -712,9 +727,10 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
         if (gemv_pf_intel)
-            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0_INTEL);
+            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0_INTEL,
+                                                                 PF_Q4_0_L2_INTEL);
         else
-            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0);
+            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0, 0);
         if (ng * 4 < nb)
             for (int64_t r = r0; r < r1; r++) y[r] = gemv_tail(w + (uint64_t)r * rb, 0, ng * 4, nb, x, y[r]);
     }
@@ -723,31 +739,33 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
 /* Q8_0: groups of 2 blocks (68 bytes); codes made unsigned (xor 0x80, zero point 128). The
  * activation codes are used in place; per group the record holds 16 dx (lane j: block j/8) and
  * 16 int32 -128*sum (lanes 0 and 8). */
-AI __m512 q8_0_grp(const uint8_t *bp, const int8_t *xq, const uint8_t *xr, __m512 *scale) {
+AI __m512 q8_0_grp(const uint8_t *bp, const int8_t *xq, const uint8_t *xr, __m512 *scale, const int pf2) {
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
     const __m512i xv = _mm512_loadu_si512((const void *)xq);
     const __m512i xz = _mm512_load_si512((const void *)(xr + 64));
     PF(bp, PF_Q8_0);
     PF(bp + 67, PF_Q8_0); /* a group's last byte too: 68-byte groups leave one line in 17 unprefetched */
+    PF_L2(bp, pf2);
+    PF_L2(bp + 67, pf2);
     const __m512i qs = _mm512_xor_si512(ld_q8_0x2(bp), x80);
     *scale = _mm512_mul_ps(d_q8_0x2(bp), _mm512_load_ps((const float *)xr));
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(xz, qs, xv));
 }
 
 AI void gemv_q8_0_rows(const uint8_t *w, uint64_t rb, const int R, const int8_t *xq, const uint8_t *xr, int64_t ng,
-                       float *out) {
+                       float *out, const int pf2) {
     (void)rb;
     (void)R;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), s0, s1;
     int64_t g = 0;
     for (; g + 2 <= ng; g += 2, xr += 256, xq += 128) {
-        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0);
-        const __m512 p1 = q8_0_grp(w + 68 * g + 68, xq + 64, xr + 128, &s1);
+        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0, pf2);
+        const __m512 p1 = q8_0_grp(w + 68 * g + 68, xq + 64, xr + 128, &s1, pf2);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
         a1 = _mm512_fmadd_ps(p1, s1, a1);
     }
     if (g < ng) {
-        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0);
+        const __m512 p0 = q8_0_grp(w + 68 * g, xq, xr, &s0, pf2);
         a0 = _mm512_fmadd_ps(p0, s0, a0);
     }
     out[0] = hsum16(_mm512_add_ps(a0, a1));
@@ -766,7 +784,11 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
-        for (int64_t r = r0; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r);
+        if (gemv_pf_intel)
+            for (int64_t r = r0; r < r1; r++)
+                gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r, PF_Q8_0_L2_INTEL);
+        else
+            for (int64_t r = r0; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r, 0);
         if (ng * 2 < nb)
             for (int64_t r = r0; r < r1; r++) y[r] = gemv_tail(w + (uint64_t)r * rb, 1, ng * 2, nb, x, y[r]);
     }
