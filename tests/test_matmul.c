@@ -333,6 +333,53 @@ static void test_amx_int8_equals_avx512(rf_threadpool *tp3, rf_isa best) {
     }
 }
 
+/* rf_matmul_many against rf_matmul on each matrix, bit for bit: sets of matrices sharing x with
+ * mixed types (Q4_K_M's q/k/v), row counts that are not multiples of 16 or of the thread count,
+ * an empty matrix, f32 next to int8 matrices, a NaN x, one token (the shared dispatch) and
+ * several (one call per matrix). */
+static void test_matmul_many(rf_threadpool *tp3, rf_isa best) {
+    static const uint32_t sets[][3] = {{RF_TYPE_Q4_K, RF_TYPE_Q4_K, RF_TYPE_Q6_K}, {RF_TYPE_Q4_0, RF_TYPE_Q4_0, RF_TYPE_Q8_0},
+                                       {RF_TYPE_F16, RF_TYPE_F16, RF_TYPE_F16}, {RF_TYPE_F16, RF_TYPE_F16, RF_TYPE_F32},
+                                       {RF_TYPE_F16, RF_TYPE_Q4_0, RF_TYPE_IQ4_XS}};
+    const int64_t n_in = 512, n_out[3] = {37, 0, 101};
+    rf_threadpool *tp2 = rf_threadpool_new(2);
+    for (int isa = 0; isa <= (int)best; isa++)
+        for (size_t s = 0; s < RF_ARRAY_LEN(sets); s++)
+            for (int variant = 0; variant < 4; variant++) {
+                const int64_t n_tok = variant == 3 ? 3 : 1;
+                const int64_t n1 = variant == 1 ? 16 : n_out[1]; /* variant 1: no empty matrix */
+                rf_threadpool *tp = variant == 2 ? tp2 : tp3;
+                uint8_t *w[3];
+                float *ya[3], *yb[3];
+                rf_mm_mat m[3];
+                float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+                for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-2, 2);
+                if (variant == 2) x[100] = NAN;
+                for (int j = 0; j < 3; j++) {
+                    const int64_t no = j == 1 ? n1 : n_out[j];
+                    uint64_t rb;
+                    w[j] = random_weights(sets[s][j], no ? no : 1, n_in, &rb);
+                    ya[j] = malloc(sizeof(float) * (size_t)(n_tok * no + 1));
+                    yb[j] = malloc(sizeof(float) * (size_t)(n_tok * no + 1));
+                    rf_matmul(tp, (rf_isa)isa, sets[s][j], w[j], no, n_in, x, n_tok, ya[j]);
+                    m[j] = (rf_mm_mat){sets[s][j], w[j], no, yb[j]};
+                }
+                rf_matmul_many(tp, (rf_isa)isa, 3, m, n_in, x, n_tok);
+                int diff = 0;
+                for (int j = 0; j < 3; j++) {
+                    diff += memcmp(ya[j], yb[j], sizeof(float) * (size_t)(n_tok * m[j].n_out)) != 0;
+                    free(w[j]);
+                    free(ya[j]);
+                    free(yb[j]);
+                }
+                CHECK(diff == 0, "rf_matmul_many %s: %s / %s / %s, variant %d: %d of 3 outputs differ from rf_matmul",
+                      rf_isa_name((rf_isa)isa), rf_type_name(sets[s][0]), rf_type_name(sets[s][1]),
+                      rf_type_name(sets[s][2]), variant, diff);
+                free(x);
+            }
+    rf_threadpool_free(tp2);
+}
+
 /* Extreme codes: every quant byte 0xFF, 0x80 or 0x00 (largest unsigned codes, Q8_0's -128,
  * smallest) against activations that quantize to +127 or -127 everywhere: the largest integer
  * sums the int8 kernels can meet, where an int16 step too many would saturate or wrap (random
@@ -485,6 +532,7 @@ int main(void) {
     test_extreme_codes(tp3, best);
     test_many_tokens_f32(tp3, best);
     test_amx_int8_equals_avx512(tp3, best);
+    test_matmul_many(tp3, best);
     test_batch_invariance(tp3, best);
     rf_threadpool_free(tp3);
     if (getenv("RF_TEST_VERBOSE"))

@@ -90,17 +90,20 @@ static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf
 }
 
 /* One weight, y = xin W^T (+ bias), on the mode's matmul. */
+static void add_bias(const rf_weight *w, const rf_weight *bias, int n, float *y) {
+    if (!bias) return;
+    const float *b = bias->data;
+    for (int t = 0; t < n; t++)
+        for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)t * w->n_out + o] += b[o];
+}
+
 static void matmul_one(cpu_impl *c, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
     if (c->mode != RF_CPU_FAST) {
         (c->mode == RF_CPU_GGML ? cpu_matmul_ref_ggml : cpu_matmul_ref)(w, bias ? bias->data : NULL, x, n, y);
         return;
     }
     rf_matmul(c->tp, c->isa, w->type, w->data, w->n_out, w->n_in, x, n, y);
-    if (bias) {
-        const float *b = bias->data;
-        for (int t = 0; t < n; t++)
-            for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)t * w->n_out + o] += b[o];
-    }
+    add_bias(w, bias, n, y);
 }
 
 static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const float *x, int n, const rf_weight *norm,
@@ -111,6 +114,13 @@ static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const f
     if (norm) {
         cpu_rmsnorm((float *)x, NULL, norm->data, n, (int)n_in, eps, scratch); /* x is only read */
         xin = scratch;
+    }
+    if (!accumulate && c->mode == RF_CPU_FAST && n_outs > 1 && n_outs <= 4) { /* q/k/v, gate/up: one dispatch */
+        rf_mm_mat mats[4];
+        for (int i = 0; i < n_outs; i++) mats[i] = (rf_mm_mat){outs[i].w->type, outs[i].w->data, outs[i].w->n_out, outs[i].y};
+        rf_matmul_many(c->tp, c->isa, n_outs, mats, n_in, xin, n);
+        for (int i = 0; i < n_outs; i++) add_bias(outs[i].w, outs[i].bias, n, outs[i].y);
+        return;
     }
     for (int i = 0; i < n_outs; i++) {
         const rf_mm_out *o = &outs[i];

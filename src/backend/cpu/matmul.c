@@ -210,12 +210,17 @@ static void bad_worker(void *ctx_, int ith, int nth) {
     if (r0 < r1) rows_generic(c, r0, r1, 1);
 }
 
+/* The gemv kernel of c's matrix over the rows taken from rq. */
+static void mm_gemv(const mm_ctx *c, rf_rowq *rq) {
+    if (c->use_q8) c->k->gemv_q8[c->type](c->w, c->row_bytes, rq, &c->xq, c->y);
+    else c->k->gemv_f32[c->type](c->w, c->row_bytes, rq, c->n_in, c->x, c->y);
+}
+
 static void mm_worker(void *ctx_, int ith, int nth) {
     const mm_ctx *c = ctx_;
     int64_t r0, r1;
     if (c->path == 1) {
-        if (c->use_q8) c->k->gemv_q8[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, &c->xq, c->y);
-        else c->k->gemv_f32[c->type](c->w, c->row_bytes, (rf_rowq *)&c->rq, c->n_in, c->x, c->y);
+        mm_gemv(c, (rf_rowq *)&c->rq);
         return;
     }
     if (c->path == 2) {
@@ -252,68 +257,172 @@ static void mm_worker(void *ctx_, int ith, int nth) {
  * AVX-512 kernels use slots 0 and 1 of the worker threads, the caller among them). */
 static void *scratch_get(size_t n) { return rf_thread_scratch(2, n); }
 
-void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
-               const float *x, int64_t n_tok, float *y) {
+/* The matrix's fields of c (aborts on an unsupported type or row length, as rf_matmul's
+ * contract says). */
+static void mm_set_matrix(mm_ctx *c, uint32_t type, const void *w, int64_t n_out, float *y) {
     const rf_type_info *ti = rf_type_get(type);
     uint64_t row_bytes = 0;
-    if (!ti || !ti->supported || n_in <= 0 || !rf_row_bytes(type, (uint64_t)n_in, &row_bytes)) {
+    if (!ti || !ti->supported || c->n_in <= 0 || !rf_row_bytes(type, (uint64_t)c->n_in, &row_bytes)) {
         fprintf(stderr, "rf_matmul: unsupported type %s or bad row length %lld\n", rf_type_name(type),
-                (long long)n_in);
+                (long long)c->n_in);
         abort();
     }
-    if (n_out <= 0 || n_tok <= 0) return;
+    c->type = type;
+    c->w = w;
+    c->row_bytes = row_bytes;
+    c->n_out = n_out;
+    c->y = y;
+}
+
+/* Whether the matrix takes x quantized to int8 (before looking at x's values). */
+static int mm_wants_q8(const mm_ctx *c, rf_isa isa) {
+    return isa != RF_ISA_SCALAR && c->k->q8[c->type] != NULL && c->n_in % 32 == 0;
+}
+
+/* Quantizes x into the thread's scratch (c->xq, the bad-token flags); turns use_q8 off when no
+ * token row is finite. */
+static void mm_quantize_x(mm_ctx *c, rf_threadpool *tp) {
+    const int64_t n_in = c->n_in, n_tok = c->n_tok, nb = n_in / 32;
+    const size_t qbytes = (size_t)(n_tok * n_in + 63) & ~(size_t)63;
+    const size_t fbytes = sizeof(float) * (size_t)(n_tok * nb);
+    const size_t sbytes = sizeof(int16_t) * (size_t)(n_tok * nb * 2);
+    uint8_t *s = scratch_get(qbytes + 2 * fbytes + sbytes + (size_t)n_tok + 64);
+    c->qbuf = (int8_t *)s;
+    c->dbuf = (float *)(s + qbytes);
+    c->dsbuf = (float *)(s + qbytes + fbytes);
+    c->sbuf = (int16_t *)(s + qbytes + 2 * fbytes);
+    c->badbuf = s + qbytes + 2 * fbytes + sbytes;
+    if (n_tok == 1 || !tp) quantize_pass(c, 0, 1);
+    else rf_threadpool_run(tp, quantize_pass, c);
+    for (int64_t t = 0; t < n_tok; t++) c->n_bad += c->badbuf[t];
+    c->tok_bad = c->badbuf;
+    c->xq = (rf_xq8){n_in, c->qbuf, c->dbuf, c->dsbuf, c->sbuf};
+    if (c->n_bad == n_tok) c->use_q8 = 0; /* all rows non-finite: plain f32 path */
+}
+
+/* gemv (one token) / gemm (many) kernels take rows in chunks from a shared counter: a few chunks
+ * per thread for the gemm, one per thread for the gemv, multiples of 16 rows (gemm tiles; y cache
+ * lines not shared). A gemv is a stream from memory: every chunk a thread starts is a new stream
+ * for the prefetchers, and threads taking alternate chunks interleave their streams. 1B tg32 on
+ * the Xeon with AMX, 4 chunks per thread against 1, alternating, 4 rounds: Q4_0 -2.5%, Q4_K_M
+ * -3%, Q8_0 -2%, F16 -1%; 16 per thread: Q4_0 -13% (PERF-CPU.md section 22). A thread the OS has
+ * not scheduled still costs nothing: the other one takes its chunk from the shared counter. */
+static rf_rowq mm_chunks(int path, int64_t n_rows, int nth) {
+    int64_t chunk = path == 1 ? (n_rows + nth - 1) / nth : n_rows / ((int64_t)nth * 8);
+    chunk = RF_MAX(16, (chunk + 15) / 16 * 16);
+    return (rf_rowq){0, n_rows, chunk};
+}
+
+static void mm_choose_path(mm_ctx *c, int nth) {
+    const uint32_t type = c->type;
+    c->path = 0;
+    if (c->n_tok == 1 && (c->use_q8 ? c->k->gemv_q8[type] != NULL : c->k->gemv_f32[type] != NULL)) c->path = 1;
+    else if (c->n_tok >= GEMM_MIN_TOK &&
+             (c->use_q8 ? c->k->gemm_q8[type] != NULL && c->n_tok >= c->k->gemm_q8_min_tok[type]
+                        : c->k->gemm_f32[type] != NULL))
+        c->path = 2;
+    if (c->path) c->rq = mm_chunks(c->path, c->n_out, nth);
+}
+
+static void mm_run(mm_ctx *c, rf_threadpool *tp) {
+    const int nth = tp ? rf_threadpool_size(tp) : 1;
+    if (nth > 1 && c->n_out > 1) rf_threadpool_run(tp, mm_worker, c);
+    else mm_worker(c, 0, 1);
+    if (c->path == 2 && c->use_q8 && c->n_bad) {
+        if (nth > 1 && c->n_out > 1) rf_threadpool_run(tp, bad_worker, c);
+        else bad_worker(c, 0, 1);
+    }
+}
+
+void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+               const float *x, int64_t n_tok, float *y) {
     mm_ctx c = {0};
     c.k = kernels_for(isa);
-    c.type = type;
-    c.w = w;
-    c.row_bytes = row_bytes;
-    c.n_out = n_out;
     c.n_in = n_in;
     c.n_tok = n_tok;
     c.x = x;
-    c.y = y;
-    c.use_q8 = isa != RF_ISA_SCALAR && c.k->q8[type] != NULL && n_in % 32 == 0;
-    if (c.use_q8) {
-        const int64_t nb = n_in / 32;
-        const size_t qbytes = (size_t)(n_tok * n_in + 63) & ~(size_t)63;
-        const size_t fbytes = sizeof(float) * (size_t)(n_tok * nb);
-        const size_t sbytes = sizeof(int16_t) * (size_t)(n_tok * nb * 2);
-        uint8_t *s = scratch_get(qbytes + 2 * fbytes + sbytes + (size_t)n_tok + 64);
-        c.qbuf = (int8_t *)s;
-        c.dbuf = (float *)(s + qbytes);
-        c.dsbuf = (float *)(s + qbytes + fbytes);
-        c.sbuf = (int16_t *)(s + qbytes + 2 * fbytes);
-        c.badbuf = s + qbytes + 2 * fbytes + sbytes;
-        if (n_tok == 1 || !tp) quantize_pass(&c, 0, 1);
-        else rf_threadpool_run(tp, quantize_pass, &c);
-        for (int64_t t = 0; t < n_tok; t++) c.n_bad += c.badbuf[t];
-        c.tok_bad = c.badbuf;
-        c.xq = (rf_xq8){n_in, c.qbuf, c.dbuf, c.dsbuf, c.sbuf};
-        if (c.n_bad == n_tok) c.use_q8 = 0; /* all rows non-finite: plain f32 path */
-    }
+    mm_set_matrix(&c, type, w, n_out, y);
+    if (n_out <= 0 || n_tok <= 0) return;
+    c.use_q8 = mm_wants_q8(&c, isa);
+    if (c.use_q8) mm_quantize_x(&c, tp);
     if (!c.use_q8 && isa == RF_ISA_SCALAR) c.k = kernels_for(RF_ISA_SCALAR);
-    /* gemv (one token) / gemm (many) kernels take rows in chunks from a shared counter: a few
-     * chunks per thread for the gemm, one per thread for the gemv, multiples of 16 rows (gemm
-     * tiles; y cache lines not shared). A gemv is a stream from memory: every chunk a thread
-     * starts is a new stream for the prefetchers, and threads taking alternate chunks interleave
-     * their streams. 1B tg32 on the Xeon with AMX, 4 chunks per thread against 1, alternating, 4
-     * rounds: Q4_0 -2.5%, Q4_K_M -3%, Q8_0 -2%, F16 -1%; 16 per thread: Q4_0 -13% (PERF-CPU.md
-     * section 22). A thread the OS has not scheduled still costs nothing: the other one takes its
-     * chunk from the shared counter. */
+    mm_choose_path(&c, tp ? rf_threadpool_size(tp) : 1);
+    mm_run(&c, tp);
+}
+
+/* One dispatch over the rows of several matvecs: the rows of all matrices in order, one chunk
+ * per thread, each chunk's piece of a matrix run by that matrix's gemv kernel. */
+typedef struct {
+    const mm_ctx *mats;
+    int n_mat;
+    rf_rowq rq;
+} mm_many;
+
+static void many_worker(void *ctx_, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    mm_many *m = ctx_;
+    int64_t a, b;
+    while (rf_rowq_take(&m->rq, &a, &b)) {
+        int64_t base = 0;
+        for (int i = 0; i < m->n_mat && base < b; base += m->mats[i].n_out, i++) {
+            const int64_t lo = RF_MAX(a, base) - base, hi = RF_MIN(b, base + m->mats[i].n_out) - base;
+            if (lo >= hi) continue;
+            rf_rowq piece = {lo, hi, hi - lo};
+            mm_gemv(&m->mats[i], &piece);
+        }
+    }
+}
+
+#define MM_MANY_MAX 8
+
+void rf_matmul_many(rf_threadpool *tp, rf_isa isa, int n_mat, const rf_mm_mat *mats, int64_t n_in, const float *x,
+                    int64_t n_tok) {
+    if (n_mat > MM_MANY_MAX || n_tok != 1) {
+        for (int i = 0; i < n_mat; i++) rf_matmul(tp, isa, mats[i].type, mats[i].w, mats[i].n_out, n_in, x, n_tok, mats[i].y);
+        return;
+    }
+    mm_ctx c[MM_MANY_MAX] = {{0}};
+    int n = 0, use_q8 = -1, same = 1;
+    for (int i = 0; i < n_mat; i++) {
+        c[n].k = kernels_for(isa);
+        c[n].n_in = n_in;
+        c[n].n_tok = n_tok;
+        c[n].x = x;
+        mm_set_matrix(&c[n], mats[i].type, mats[i].w, mats[i].n_out, mats[i].y);
+        if (mats[i].n_out <= 0) continue;
+        const int q8 = mm_wants_q8(&c[n], isa);
+        if (use_q8 < 0) use_q8 = q8;
+        same &= q8 == use_q8;
+        n++;
+    }
+    if (!n) return;
+    if (!same) { /* an f32 and an int8 matrix: nothing to share */
+        for (int i = 0; i < n; i++) rf_matmul(tp, isa, c[i].type, c[i].w, c[i].n_out, n_in, x, n_tok, c[i].y);
+        return;
+    }
+    c[0].use_q8 = use_q8;
+    if (use_q8) mm_quantize_x(&c[0], tp);
     const int nth = tp ? rf_threadpool_size(tp) : 1;
-    if (n_tok == 1 && (c.use_q8 ? c.k->gemv_q8[type] != NULL : c.k->gemv_f32[type] != NULL)) c.path = 1;
-    else if (n_tok >= GEMM_MIN_TOK && (c.use_q8 ? c.k->gemm_q8[type] != NULL && n_tok >= c.k->gemm_q8_min_tok[type]
-                                                : c.k->gemm_f32[type] != NULL))
-        c.path = 2;
-    if (c.path) {
-        int64_t chunk = c.path == 1 ? (n_out + nth - 1) / nth : n_out / ((int64_t)nth * 8);
-        chunk = RF_MAX(16, (chunk + 15) / 16 * 16);
-        c.rq = (rf_rowq){0, n_out, chunk};
+    int64_t rows = 0;
+    int all_gemv = 1;
+    for (int i = 0; i < n; i++) {
+        if (i) { /* the quantized x, shared */
+            c[i].use_q8 = c[0].use_q8;
+            c[i].xq = c[0].xq;
+            c[i].tok_bad = c[0].tok_bad;
+            c[i].n_bad = c[0].n_bad;
+        }
+        if (!c[i].use_q8 && isa == RF_ISA_SCALAR) c[i].k = kernels_for(RF_ISA_SCALAR);
+        mm_choose_path(&c[i], nth);
+        all_gemv &= c[i].path == 1;
+        rows += c[i].n_out;
     }
-    if (nth > 1 && n_out > 1) rf_threadpool_run(tp, mm_worker, &c);
-    else mm_worker(&c, 0, 1);
-    if (c.path == 2 && c.use_q8 && c.n_bad) {
-        if (nth > 1 && n_out > 1) rf_threadpool_run(tp, bad_worker, &c);
-        else bad_worker(&c, 0, 1);
+    if (!all_gemv) {
+        for (int i = 0; i < n; i++) mm_run(&c[i], tp);
+        return;
     }
+    mm_many m = {c, n, mm_chunks(1, rows, nth)};
+    if (nth > 1 && rows > 1) rf_threadpool_run(tp, many_worker, &m);
+    else many_worker(&m, 0, 1);
 }

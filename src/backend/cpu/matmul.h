@@ -42,6 +42,21 @@ const char *rf_isa_name(rf_isa isa);
 void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                const float *x, int64_t n_tok, float *y);
 
+/* One matrix of rf_matmul_many: W (type, n_out rows of the shared n_in) and its output y. */
+typedef struct {
+    uint32_t type;
+    const void *w;
+    int64_t n_out;
+    float *y;
+} rf_mm_mat;
+
+/* rf_matmul for each of n_mat matrices over the same x, with the same outputs bit for bit (every
+ * output row is computed the same way). For one token (decode: q/k/v, gate/up) x is quantized
+ * once and the rows of all matrices are split over the threads in one dispatch, so each thread
+ * streams one run of rows instead of one per matrix. The matrices may differ in type. */
+void rf_matmul_many(rf_threadpool *tp, rf_isa isa, int n_mat, const rf_mm_mat *mats, int64_t n_in, const float *x,
+                    int64_t n_tok);
+
 /* Weight placement for the CPU backend (matmul_weights.c): rf_cpu_weights_copy returns a copy of
  * `bytes` bytes at 64-byte alignment in memory advised for 2 MiB transparent huge pages (decode
  * streams weights at a higher rate from there than from 4 KiB file-mapping pages), or NULL with
