@@ -22,6 +22,8 @@ typedef struct {
     rf_cpu_mode mode;
     unsigned char async_bytes[RF_DOWNLOAD_ASYNC_MAX]; /* download_start's copy (ops run at once) */
     size_t n_async;
+    float *acc;     /* op_matmul's accumulate output before it is added (grown on demand) */
+    size_t acc_cap; /* floats */
 } cpu_impl;
 
 static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
@@ -29,6 +31,7 @@ static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
 static void cpu_destroy(rf_backend *be) {
     cpu_impl *c = impl_of(be);
     rf_threadpool_free(c->tp);
+    free(c->acc);
     free(c);
     free(be);
 }
@@ -129,10 +132,13 @@ static void op_matmul(rf_backend *be, int n_outs, const rf_mm_out *outs, const f
             continue;
         }
         size_t len = (size_t)n * (size_t)o->w->n_out;
-        float *tmp = rf_xmalloc(len * sizeof(float));
-        matmul_one(c, o->w, o->bias, xin, n, tmp);
-        for (size_t j = 0; j < len; j++) o->y[j] += tmp[j];
-        free(tmp);
+        if (len > c->acc_cap) {
+            free(c->acc);
+            c->acc = rf_xmalloc(len * sizeof(float));
+            c->acc_cap = len;
+        }
+        matmul_one(c, o->w, o->bias, xin, n, c->acc);
+        for (size_t j = 0; j < len; j++) o->y[j] += c->acc[j];
     }
 }
 
