@@ -92,7 +92,7 @@ static void op_rmsnorm(rf_backend *be, float *x, const float *residual, const rf
     cpu_rmsnorm(x, residual, w->data, n_rows, dim, eps, out);
 }
 
-/* One weight, y = xin W^T (+ bias), on the mode's matmul. */
+/* y[t][o] += bias[o] for n token rows of w's outputs (no bias: nothing). */
 static void add_bias(const rf_weight *w, const rf_weight *bias, int n, float *y) {
     if (!bias) return;
     const float *b = bias->data;
@@ -100,6 +100,7 @@ static void add_bias(const rf_weight *w, const rf_weight *bias, int n, float *y)
         for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)t * w->n_out + o] += b[o];
 }
 
+/* One weight, y = xin W^T (+ bias), on the mode's matmul. */
 static void matmul_one(cpu_impl *c, const rf_weight *w, const rf_weight *bias, const float *x, int n, float *y) {
     if (c->mode != RF_CPU_FAST) {
         (c->mode == RF_CPU_GGML ? cpu_matmul_ref_ggml : cpu_matmul_ref)(w, bias ? bias->data : NULL, x, n, y);

@@ -619,9 +619,9 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 /* A second, farther prefetch into the L2 only (T1), on Intel, for Q4_0 and Q8_0: the L2
  * streamer stops at each 4 KiB page and the 16 L1 fill buffers cannot keep a DRAM latency's worth
  * of lines in flight, so the near T0 prefetch alone leaves the core short of lines in flight.
- * A/B on the Xeon with AMX, 1B tg32, alternating, 4 rounds (PERF-CPU.md section 22): Q4_0 +3-7%,
- * Q8_0 +2%; F16 lost 4% with it (its near prefetch already reads at the machine's rate) and
- * Q4_K was unchanged, so those two do not take it. 0 turns it off. */
+ * A/B on the Xeon with AMX, 1B tg32, alternating rounds (PERF-CPU.md section 22): Q4_0 +3-7%,
+ * Q8_0 +2-5%; F16 lost 4% with it (its near prefetch already reads at the machine's rate) and
+ * Q4_K_M 5% (Q4_K and Q6_K), so those do not take it. 0 turns it off. */
 #ifndef PF_Q4_0_L2_INTEL
 #define PF_Q4_0_L2_INTEL 9216
 #endif
