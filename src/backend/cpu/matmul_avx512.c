@@ -616,14 +616,18 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #define PF_Q6_K 3072
 #endif
 #define PF_IQ4_XS 3072
-/* A second, farther prefetch into the L2 only (T1), on Intel, for Q4_0 and Q8_0: the L2
+/* A second, farther prefetch into the L2 only (T1), on Intel, for Q4_0, Q8_0 and F16: the L2
  * streamer stops at each 4 KiB page and the 16 L1 fill buffers cannot keep a DRAM latency's worth
  * of lines in flight, so the near T0 prefetch alone leaves the core short of lines in flight.
- * A/B on the Xeon with AMX, 1B tg32, alternating rounds (PERF-CPU.md section 22): Q4_0 +3-7%,
- * Q8_0 +2-5%; F16 lost 4% with it (its near prefetch already reads at the machine's rate) and
- * Q4_K_M 5% (Q4_K and Q6_K), so those do not take it. 0 turns it off. */
+ * A/B on the Xeon with AMX, 1B tg32, alternating rounds, one run of rows per thread (PERF-CPU.md
+ * section 22): Q4_0 +3-7%, Q8_0 +2-5%, F16 +3-5% (7 of 7 rounds; it had lost 4% when the rows
+ * were handed out in 4 chunks per thread); Q4_K_M lost 5% with it (Q4_K and Q6_K), so the
+ * K-quants do not take it. 0 turns it off. */
 #ifndef PF_Q4_0_L2_INTEL
 #define PF_Q4_0_L2_INTEL 9216
+#endif
+#ifndef PF_F16_L2_INTEL
+#define PF_F16_L2_INTEL 6144
 #endif
 #ifndef PF_Q8_0_L2_INTEL
 #define PF_Q8_0_L2_INTEL 6144 /* 9216: -3% (9 rounds); Q4_0 measured level at 6144 / 9216 / 12288 */
@@ -1113,13 +1117,14 @@ __attribute__((target("gfni"))) static void gemv_q3_k(const uint8_t *w, uint64_t
 
 /* F16: 32 halves per step (two registers), f32 FMA against x; one row at a time (see above). */
 AI void gemv_f16_rows(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int64_t n_in, const float *x, float *y,
-                      const int pf) {
+                      const int pf, const int pf2) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *p = w + (uint64_t)r * rb;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         int64_t i = 0;
         for (; i + 32 <= n_in; i += 32) {
             PF(p + 2 * i, pf);
+            PF_L2(p + 2 * i, pf2);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i))), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32))), _mm512_loadu_ps(x + i + 16), a1);
         }
@@ -1136,8 +1141,8 @@ AI void gemv_f16_rows(const uint8_t *w, uint64_t rb, int64_t r0, int64_t r1, int
 static void gemv_f16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_in, const float *x, float *y) {
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
-        if (gemv_pf_intel) gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16_INTEL);
-        else gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16);
+        if (gemv_pf_intel) gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16_INTEL, PF_F16_L2_INTEL);
+        else gemv_f16_rows(w, rb, r0, r1, n_in, x, y, PF_F16, 0);
 }
 
 void rf_mm_kernels_avx512(rf_mm_kernels *k) {
