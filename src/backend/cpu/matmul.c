@@ -345,7 +345,6 @@ void rf_matmul(rf_threadpool *tp, rf_isa isa, uint32_t type, const void *w, int6
     if (n_out <= 0 || n_tok <= 0) return;
     c.use_q8 = mm_wants_q8(&c, isa);
     if (c.use_q8) mm_quantize_x(&c, tp);
-    if (!c.use_q8 && isa == RF_ISA_SCALAR) c.k = kernels_for(RF_ISA_SCALAR);
     mm_choose_path(&c, tp ? rf_threadpool_size(tp) : 1);
     mm_run(&c, tp);
 }
@@ -413,7 +412,6 @@ void rf_matmul_many(rf_threadpool *tp, rf_isa isa, int n_mat, const rf_mm_mat *m
             c[i].tok_bad = c[0].tok_bad;
             c[i].n_bad = c[0].n_bad;
         }
-        if (!c[i].use_q8 && isa == RF_ISA_SCALAR) c[i].k = kernels_for(RF_ISA_SCALAR);
         mm_choose_path(&c[i], nth);
         all_gemv &= c[i].path == 1;
         rows += c[i].n_out;

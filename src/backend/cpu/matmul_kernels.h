@@ -27,8 +27,10 @@ typedef void (*rf_dot_q8_fn)(const uint8_t *w, const rf_xq8 *x, int64_t t0, int 
 /* Same for f32 activations (x rows of n_in floats, token j at x + j*n_in). */
 typedef void (*rf_dot_f32_fn)(const uint8_t *w, int64_t n_in, const float *x, int nt, float *out);
 
-/* Rows handed out in chunks to whichever thread asks next (a thread that the OS deschedules on a
- * busy machine then simply takes fewer chunks instead of holding everyone up). */
+/* Rows handed out in chunks to whichever thread asks next: a thread that the OS has not
+ * scheduled yet simply takes fewer chunks. The gemv path uses one chunk per thread (a stream
+ * each; matmul.c's mm_chunks), so a thread descheduled in the middle of its chunk holds that
+ * matvec up; the gemm path has several per thread. */
 typedef struct {
     int64_t next; /* accessed with __atomic builtins */
     int64_t end, chunk;
