@@ -800,11 +800,14 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
 
 /* Q4_K (five = 0): one superblock (144 bytes) per step. The 128 quant bytes are two registers;
  * the low nibbles of register p hold sub-blocks 4p and 4p+2, the high nibbles 4p+1 and 4p+3, so
- * the activations are regrouped per superblock to that order (record: 256 codes, 4 x 16 dx in
- * the same order, 8 d*sum per sub-block for the mins; 576 bytes). The 6-bit scales and mins are
- * unpacked with 32-bit masks and spread over the lanes with vpermps. Q5_K (five = 1, 176-byte
+ * the activations are regrouped per superblock to that order (record: 256 codes, then per
+ * sub-block in natural order its dx and its d*sum for the mins; 320 bytes). The 6-bit scales and
+ * mins are unpacked with 32-bit masks; the 8 products d*sc*dx are formed once per superblock in
+ * one 256-bit multiply and spread over the lanes with vpermps (the same products, rounded the
+ * same way, as forming d*sc per lane and multiplying by the lane's dx). Q5_K (five = 1, 176-byte
  * superblocks): the same with the fifth bits of qh (at 16; the quants at 48) merged in: qh is
  * broadcast to both 256-bit halves, and each half is shifted (vpsrlvw) by its sub-block's bit. */
+enum { QK45_REC = 320 }; /* activation record bytes per superblock */
 AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out, const int five) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     const int bb = five ? 176 : 144, qo = five ? 48 : 16;
@@ -819,7 +822,7 @@ AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
                            _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
     __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m256 macc = _mm256_setzero_ps();
-    for (int64_t S = 0; S < nsb; S++, w += bb, xr += 576) {
+    for (int64_t S = 0; S < nsb; S++, w += bb, xr += QK45_REC) {
         PF(w, PF_Q4_K);
         PF(w + 64, PF_Q4_K);
         PF(w + 128, PF_Q4_K);
@@ -829,8 +832,8 @@ AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
         k4_unpack64(w + 4, &sc8, &mn8);
         const __m256 scf = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))));
         const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
-        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), _mm256_load_ps((const float *)(xr + 512)), macc);
-        const __m512 sc16 = _mm512_castps256_ps512(scf);
+        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), _mm256_load_ps((const float *)(xr + 288)), macc);
+        const __m512 sc16 = _mm512_castps256_ps512(_mm256_mul_ps(scf, _mm256_load_ps((const float *)(xr + 256))));
         __m512i hb = _mm512_setzero_si512();
         if (five) hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 16)));
         _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
@@ -842,10 +845,8 @@ AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
             }
             const __m512i ilo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512((const void *)(xr + 128 * p)));
             const __m512i ihi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_load_si512((const void *)(xr + 128 * p + 64)));
-            const __m512 slo = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p)));
-            const __m512 shi = _mm512_mul_ps(_mm512_permutexvar_ps(ip[2 * p + 1], sc16), _mm512_load_ps((const float *)(xr + 256 + 128 * p + 64)));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), slo, acc);
-            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), shi, acc1);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), _mm512_permutexvar_ps(ip[2 * p], sc16), acc);
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), _mm512_permutexvar_ps(ip[2 * p + 1], sc16), acc1);
         }
     }
     *out = hsum16(_mm512_add_ps(acc, acc1)) - hsum8(macc);
@@ -853,15 +854,14 @@ AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *o
 
 AI void gemv_qk45(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y, const int five) {
     const int64_t nsb = x->n_in / 256;
-    uint8_t *xr = gscratch(1, (size_t)(nsb * 576) + 64);
+    uint8_t *xr = gscratch(1, (size_t)(nsb * QK45_REC) + 64);
     static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7}; /* sub-block in each 32-byte slot */
     for (int64_t S = 0; S < nsb; S++) {
-        uint8_t *o = xr + S * 576;
+        uint8_t *o = xr + S * QK45_REC;
         for (int k = 0; k < 8; k++) {
-            const int64_t b = 8 * S + order[k];
-            memcpy(o + 32 * k, x->q + 32 * b, 32);
-            for (int j = 0; j < 8; j++) ((float *)(o + 256))[8 * k + j] = x->d[b];
-            ((float *)(o + 512))[k] = x->dsum[8 * S + k];
+            memcpy(o + 32 * k, x->q + 32 * (8 * S + order[k]), 32);
+            ((float *)(o + 256))[k] = x->d[8 * S + k];
+            ((float *)(o + 288))[k] = x->dsum[8 * S + k];
         }
     }
     int64_t r0, r1;
@@ -940,21 +940,24 @@ static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8
 /* Q6_K: one superblock (210 bytes) per step, 64 elements per register in natural order (the
  * high-bit pairs come from one 32-byte qh load broadcast to both halves and shifted per half
  * with vpsllvw/vpsrlvw). Record per superblock: 4 x 16 int32 -32*sum16 (lane 4j: 16-block j of
- * the register) and 4 x 16 dx; 512 bytes. The int8 scales become 16 floats d*sc spread with
- * vpermps. */
+ * the register), then the dx of each 16-element group (16 floats; 320 bytes). The int8 scales
+ * become 16 floats d*sc, times the groups' dx in one multiply per superblock, spread with
+ * vpermps (the same products as d*sc spread first and multiplied by each lane's dx). */
+enum { Q6K_REC = 320 }; /* activation record bytes per superblock */
 AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int64_t nsb, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
                                          0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL);
     const __m512i shr = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
     __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int64_t S = 0; S < nsb; S++, w += 210, xr += 512, xq += 256) {
+    for (int64_t S = 0; S < nsb; S++, w += 210, xr += Q6K_REC, xq += 256) {
         PF(w, PF_Q6_K);
         PF(w + 64, PF_Q6_K);
         PF(w + 128, PF_Q6_K);
         PF(w + 192, PF_Q6_K);
-        const __m512 scv = _mm512_mul_ps(_mm512_set1_ps(f16v(w + 208)),
-                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))));
+        const __m512 scv = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(f16v(w + 208)),
+                                                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192))))),
+                                         _mm512_load_ps((const float *)(xr + 256)));
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             const __m512i ab = _mm512_loadu_si512((const void *)(w + 64 * h));
             const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));
@@ -966,7 +969,7 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
                                                        _mm512_loadu_si512((const void *)(xq + 64 * q)));
                 const __m512i idx = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                                        _mm512_set1_epi32(16 * q)), 2);
-                const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(idx, scv), _mm512_load_ps((const float *)(xr + 256 + 64 * q)));
+                const __m512 s = _mm512_permutexvar_ps(idx, scv);
                 if (c) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc1);
                 else acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
             }
@@ -977,15 +980,15 @@ AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int
 
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nsb = x->n_in / 256;
-    uint8_t *xr = gscratch(1, (size_t)(nsb * 512) + 64);
+    uint8_t *xr = gscratch(1, (size_t)(nsb * Q6K_REC) + 64);
     for (int64_t S = 0; S < nsb; S++) {
-        uint8_t *o = xr + S * 512;
+        uint8_t *o = xr + S * Q6K_REC;
         for (int q = 0; q < 4; q++)
             for (int j = 0; j < 16; j++) {
                 const int64_t e = 256 * S + 64 * q + 4 * j; /* first element of the lane */
                 ((int32_t *)(o + 64 * q))[j] = (j % 4) ? 0 : -32 * (int32_t)x->s16[e / 16];
-                ((float *)(o + 256 + 64 * q))[j] = x->d[e / 32];
             }
+        for (int g = 0; g < 16; g++) ((float *)(o + 256))[g] = x->d[8 * S + g / 2];
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))
