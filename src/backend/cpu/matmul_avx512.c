@@ -807,7 +807,7 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
  * same way, as forming d*sc per lane and multiplying by the lane's dx). Q5_K (five = 1, 176-byte
  * superblocks): the same with the fifth bits of qh (at 16; the quants at 48) merged in: qh is
  * broadcast to both 256-bit halves, and each half is shifted (vpsrlvw) by its sub-block's bit. */
-enum { QK45_REC = 320 }; /* activation record bytes per superblock */
+enum { QK45_REC = 320 }; /* activation record bytes per superblock (a multiple of 64: aligned loads) */
 AI void gemv_qk45_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out, const int five) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     const int bb = five ? 176 : 144, qo = five ? 48 : 16;
@@ -878,17 +878,20 @@ static void gemv_q5_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
 /* IQ4_XS: one superblock (136 bytes) per step. The 128 quant bytes are two registers; register p
  * holds sub-blocks 4p..4p+3, 16 bytes each, so dword lane j belongs to sub-block 4p + j / 4: its
  * low nibbles are elements 4(j % 4).., its high nibbles 16 + 4(j % 4)... Codes u = value + 128
- * by vpshufb. Activation record per superblock (512 bytes): for each p, the codes of elements
+ * by vpshufb. Activation record per superblock (448 bytes): for each p, the codes of elements
  * 0..15 of the four sub-blocks, of elements 16..31, then for both p 16 int32 -128 * sum (lane
- * 4k: sub-block 4p + k) and 16 dx. The 8 scales d * (sc6 - 32) are unpacked with vpsrlvd and
- * spread over the lanes with vpermps. */
+ * 4k: sub-block 4p + k), then the 8 sub-blocks' dx (and 32 bytes of padding). The 8 scales
+ * d * (sc6 - 32) are unpacked with vpsrlvd, multiplied by the dx in one 256-bit multiply and
+ * spread over the lanes with vpermps (the same products as spreading first and multiplying per
+ * lane). */
+enum { IQ4XS_REC = 448 }; /* activation record bytes per superblock (a multiple of 64: aligned loads) */
 AI void gemv_iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), tab = iq4_utab();
     const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m512i ip[2] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
                            _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4)};
     __m512 acc = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int64_t S = 0; S < nsb; S++, w += 136, xr += 512) {
+    for (int64_t S = 0; S < nsb; S++, w += 136, xr += IQ4XS_REC) {
         PF(w, PF_IQ4_XS);
         PF(w + 64, PF_IQ4_XS);
         PF(w + 135, PF_IQ4_XS);
@@ -900,7 +903,8 @@ AI void gemv_iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float 
             _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15)),
             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), shh), _mm256_set1_epi32(3)), 4));
         const __m512 sc16 = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm256_set1_ps(f16v(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))));
+            _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16v(w)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))),
+                          _mm256_load_ps((const float *)(xr + 384))));
         _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
             const __m512i v = _mm512_loadu_si512((const void *)(w + 8 + 64 * p));
             const __m512i ulo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
@@ -908,7 +912,7 @@ AI void gemv_iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float 
             __m512i ia = _mm512_dpbusd_epi32(_mm512_load_si512((const void *)(xr + 256 + 64 * p)), ulo,
                                              _mm512_load_si512((const void *)(xr + 128 * p)));
             ia = _mm512_dpbusd_epi32(ia, uhi, _mm512_load_si512((const void *)(xr + 128 * p + 64)));
-            const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(ip[p], sc16), _mm512_load_ps((const float *)(xr + 384 + 64 * p)));
+            const __m512 s = _mm512_permutexvar_ps(ip[p], sc16);
             if (p) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc1);
             else acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), s, acc);
         }
@@ -918,18 +922,17 @@ AI void gemv_iq4_xs_row(const uint8_t *w, const uint8_t *xr, int64_t nsb, float 
 
 static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     const int64_t nsb = x->n_in / 256;
-    uint8_t *xr = gscratch(1, (size_t)(nsb * 512) + 64);
+    uint8_t *xr = gscratch(1, (size_t)(nsb * IQ4XS_REC) + 64);
     for (int64_t S = 0; S < nsb; S++) {
-        uint8_t *o = xr + S * 512;
+        uint8_t *o = xr + S * IQ4XS_REC;
         for (int p = 0; p < 2; p++)
             for (int k = 0; k < 4; k++) {
                 const int64_t b = 8 * S + 4 * p + k;
                 memcpy(o + 128 * p + 16 * k, x->q + 32 * b, 16);
                 memcpy(o + 128 * p + 64 + 16 * k, x->q + 32 * b + 16, 16);
-                for (int j = 0; j < 4; j++) {
+                for (int j = 0; j < 4; j++)
                     ((int32_t *)(o + 256 + 64 * p))[4 * k + j] = j ? 0 : -128 * ((int32_t)x->s16[2 * b] + x->s16[2 * b + 1]);
-                    ((float *)(o + 384 + 64 * p))[4 * k + j] = x->d[b];
-                }
+                ((float *)(o + 384))[4 * p + k] = x->d[b];
             }
     }
     int64_t r0, r1;
@@ -943,7 +946,7 @@ static void gemv_iq4_xs(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8
  * the register), then the dx of each 16-element group (16 floats; 320 bytes). The int8 scales
  * become 16 floats d*sc, times the groups' dx in one multiply per superblock, spread with
  * vpermps (the same products as d*sc spread first and multiplied by each lane's dx). */
-enum { Q6K_REC = 320 }; /* activation record bytes per superblock */
+enum { Q6K_REC = 320 }; /* activation record bytes per superblock (a multiple of 64: aligned loads) */
 AI void gemv_q6_k_row(const uint8_t *w, const int8_t *xq, const uint8_t *xr, int64_t nsb, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
