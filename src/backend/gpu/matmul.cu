@@ -803,7 +803,21 @@ template <> struct MvpUn<VIQ4_XSS> {
     enum { UN = MVP_PAIR_UN };
 };
 
+/* Threads per block of k_mvt and of k_mvp for the int8 formats. The plain formats (F16, BF16:
+ * x staged in f32 with the RMS norm folded in) take twice as many in half as many blocks: every
+ * block reads x and norm_w whole to stage them (2 x 16 KB at n_in 4096), all blocks at the same
+ * moment after the grid dependency wait, and those reads are what a normed staging waits for.
+ * H200, 2026-11-24, tg128 against 256 threads in one run: 7B F16 266.6 -> 273.1 t/s, 1B F16
+ * 1,322.5 -> 1,338.4; 1024 threads lost (7B F16 207.7). The int8 formats keep 256: with 512 the
+ * K-quants lost 1% (7B Q4_K_M 529.6 -> 524.4) and Q4_0 / Q8_0 spill at their register caps
+ * (docs/PERF.md, twenty-first session). */
 #define MVP_THREADS 256
+#ifndef MVP_F32X_THREADS
+#define MVP_F32X_THREADS 512
+#endif
+template <class F> struct MvpThreads {
+    enum { N = F::F32X ? MVP_F32X_THREADS : MVP_THREADS };
+};
 /* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
  * Q8_0 stream faster with 4 (more loads in flight; 11008x4096 on an H200: Q4_0 X8 1.84 -> 2.09,
  * Q8_0 X8 2.68 -> 3.02 TB/s), the K-quants slower (Q4_K 2.30 -> 1.69, Q6_K spills: 1.82 -> 1.23),
@@ -842,18 +856,25 @@ template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
     enum { CB = MVP_Q4_0_CB, MARK = MVP_Q4_0_MARK };
 };
 #ifdef MM_HIP
-#define MVP_BOUNDS(F) __launch_bounds__(MVP_THREADS)
+#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N)
 #else
-#define MVP_BOUNDS(F) __launch_bounds__(MVP_THREADS, MvpMinBlocks<F>::N)
+#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N, MvpMinBlocks<F>::N)
 #endif
-#define MVP_MAX_WARPS (MVP_THREADS / 32) /* the smallest warp size is 32 */
+/* The norm's reduction slots: a float per warp (the smallest warp size is 32). k_mvt's rings
+ * start after MVP_MAX_WARPS of them, whatever the plain formats' block size: with the slots of 512
+ * threads there (32 bytes more before the rings) 7B Q4_0 decode lost 2%, with those of 1024 (96
+ * more) it did not (H200, 2026-11-24), so the rings keep their offset. */
+#define MVP_MAX_WARPS (MVP_THREADS / 32)
+HD int mvp_red_slots(int f32x) { return (f32x ? MVP_F32X_THREADS : MVP_THREADS) / 32; }
 
 /* Dynamic shared memory of k_mvp for a row of n_in elements. */
 HD size_t mvp_x_bytes(int f32x, int64_t n_in) {
     return f32x ? (size_t)n_in * 4 : (size_t)mvp_round64(n_in) + (size_t)(n_in / 32) * 8;
 }
-/* 64 bytes of alignment slack, the staged x, then MVP_MAX_WARPS floats for the norm reduction. */
-static size_t mvp_smem_bytes(int f32x, int64_t n_in) { return 64 + mvp_x_bytes(f32x, n_in) + 4 * MVP_MAX_WARPS; }
+/* 64 bytes of alignment slack, the staged x, then mvp_red_slots floats for the norm reduction. */
+static size_t mvp_smem_bytes(int f32x, int64_t n_in) {
+    return 64 + mvp_x_bytes(f32x, n_in) + 4 * (size_t)mvp_red_slots(f32x);
+}
 
 /* k_mvp's x staging. Int8 formats: xin = x * s * norm_w with the RMS scale s of x (or xin = x
  * without norm_w): the stagers store x * norm_w quantized, add the squares of x to *ss, and s
@@ -1074,7 +1095,7 @@ MM_UNROLL
  * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
  * (mm_row_bytes<F>), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
  * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
- * Launch: blockDim.x = MVP_THREADS, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
+ * Launch: blockDim.x = MvpThreads<F>::N, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
  * gridDim.x (the host sizes it to one resident wave); warp g owns rows [g * rpw, (g + 1) * rpw).
  * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
@@ -1772,20 +1793,21 @@ static void mm_pdl_config(rf_gpu_matmul_ctx *ctx, dim3 grid, dim3 block, size_t 
 
 /* ---- k_mvp dispatch (n = 1) ------------------------------------------------------------------ */
 
-/* Resident blocks per SM of kernel fn with smem bytes of dynamic shared memory (cached); -1 when the
- * device refused the opt-in above 48 KB (the caller then takes k_mvp, which stays under it). */
-static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
+/* Resident blocks per SM of kernel fn (blocks of threads threads) with smem bytes of dynamic shared
+ * memory (cached); -1 when the device refused the opt-in above 48 KB (the caller then takes k_mvp,
+ * which stays under it). */
+static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, int threads, size_t smem) {
     for (int i = 0; i < ctx->n_occ; i++)
         if (ctx->occ[i].fn == fn && ctx->occ[i].smem == smem) return ctx->occ[i].blocks;
     int nb = 0;
 #ifdef MM_HIP
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != hipSuccess) nb = 0;
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, threads, smem) != hipSuccess) nb = 0;
 #else
     /* above the default 48 KB only after opting in (once per kernel: the device's whole limit) */
     if (smem > 48 * 1024 &&
         cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ctx->smem_optin) != cudaSuccess)
         nb = -1;
-    else if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, MVP_THREADS, smem) != cudaSuccess)
+    else if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, threads, smem) != cudaSuccess)
         nb = 0;
 #endif
     (void)mmGetLastError();
@@ -1804,7 +1826,7 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, size_t smem) {
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
                       const float *x, const float *norm_w, float eps, int accum) {
-    const int wpb = MVP_THREADS / ctx->warp_size;
+    const int threads = MvpThreads<F>::N, wpb = threads / ctx->warp_size;
     size_t smem = mvp_smem_bytes(F::F32X, n_in);
     void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
                const float2 *) = k_mvp<F, UN>;
@@ -1812,20 +1834,21 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
+        static_assert((int)MvpThreads<F>::N == MVP_THREADS, "k_mvt runs blocks of MVP_THREADS");
         const size_t tsmem =
             mvt_smem_bytes(F::F32X, n_in, wpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
         if (ctx->tma && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
-            mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, tsmem) > 0)
+            mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, threads, tsmem) > 0)
             fn = k_mvt<F, T::UN>, smem = tsmem;
     }
 #endif
-    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, smem) * wpb;
+    const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, threads, smem) * wpb;
     /* x quantized by its producer (rf_gpu_mm_swiglu or an rf_gpu_mm_xq_buffers user) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
     const int64_t rpw = (rows + max_warps - 1) / max_warps;
     const int64_t warps = (rows + rpw - 1) / rpw;
-    const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(MVP_THREADS);
+    const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(threads);
 #ifndef MM_HIP
     if (mm_pdl_now(ctx, ctx->pdl_graph)) {
         cudaLaunchConfig_t cfg;
@@ -1854,9 +1877,10 @@ static bool mvp_few_rows(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int 
     int64_t rows = 0;
     for (int i = 0; i < nouts; i++) rows += outs[i].n_out > 0 ? outs[i].n_out : 0;
     const size_t smem = mvp_smem_bytes(F::F32X, n_in);
-    const int64_t wsm = (int64_t)ctx->n_sm * MVP_THREADS / ctx->warp_size;
-    const int64_t w1 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, smem);
-    const int64_t w2 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, 2 * UN>, smem);
+    const int threads = MvpThreads<F>::N;
+    const int64_t wsm = (int64_t)ctx->n_sm * threads / ctx->warp_size;
+    const int64_t w1 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, threads, smem);
+    const int64_t w2 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, 2 * UN>, threads, smem);
     if (rows <= 0 || w1 <= 0 || w2 <= 0) return false;
     const int64_t rpw1 = (rows + w1 - 1) / w1, rpw2 = (rows + w2 - 1) / w2;
     return rpw1 <= 2 && rpw2 == rpw1;
