@@ -803,21 +803,10 @@ template <> struct MvpUn<VIQ4_XSS> {
     enum { UN = MVP_PAIR_UN };
 };
 
-/* Threads per block of k_mvt and of k_mvp for the int8 formats. The plain formats (F16, BF16:
- * x staged in f32 with the RMS norm folded in) take twice as many in half as many blocks: every
- * block reads x and norm_w whole to stage them (2 x 16 KB at n_in 4096), all blocks at the same
- * moment after the grid dependency wait, and those reads are what a normed staging waits for.
- * H200, 2026-11-24, tg128 against 256 threads in one run: 7B F16 266.6 -> 273.1 t/s, 1B F16
- * 1,322.5 -> 1,338.4; 1024 threads lost (7B F16 207.7). The int8 formats keep 256: with 512 the
- * K-quants lost 1% (7B Q4_K_M 529.6 -> 524.4) and Q4_0 / Q8_0 spill at their register caps
- * (docs/PERF.md, twenty-first session). */
-#define MVP_THREADS 256
+#define MVP_THREADS 256 /* threads per block of k_mvt, and of k_mvp unless MvpThreads says otherwise */
 #ifndef MVP_F32X_THREADS
 #define MVP_F32X_THREADS 512
 #endif
-template <class F> struct MvpThreads {
-    enum { N = F::F32X ? MVP_F32X_THREADS : MVP_THREADS };
-};
 /* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
  * Q8_0 stream faster with 4 (more loads in flight; 11008x4096 on an H200: Q4_0 X8 1.84 -> 2.09,
  * Q8_0 X8 2.68 -> 3.02 TB/s), the K-quants slower (Q4_K 2.30 -> 1.69, Q6_K spills: 1.82 -> 1.23),
@@ -836,6 +825,26 @@ template <> struct MvpMinBlocks<MvpI8<VQ4_0X8> > {
 };
 template <> struct MvpMinBlocks<MvpI8<VQ8_0X8> > {
     enum { N = 4 };
+};
+/* Threads per block of k_mvp<F>. Every block of a normed matvec reads x and norm_w whole to stage
+ * them (2 x 16 KB at n_in 4096), all blocks at the same moment after the grid dependency wait, and
+ * those reads are what a normed staging waits for. So the formats whose registers allow it keep
+ * their warps per SM in half as many blocks of twice the threads: the plain formats (F16, BF16,
+ * x staged in f32) and Q8_0 X8 (64 registers: 4 blocks of 256 per SM -> 2 of 512). H200,
+ * 2026-11-24, tg128 against 256 threads in one run: 7B F16 266.6 -> 273.1 t/s, 1B F16 1,322.5 ->
+ * 1,338.4, 7B Q8_0 431.6 -> 439.8, 1B Q8_0 1,852 -> 1,882. 1024 threads lost for F16 (207.7); the
+ * K-quants (126 registers: 2 blocks of 256 -> 1 of 512) lost 1% (7B Q4_K_M 529.6 -> 524.4). The
+ * other 4-block formats (Q4_0 X8, on k_mvt on sm_90; Q4_0 / Q8_0 rows without the X8 layout) were
+ * not measured and keep 256 (docs/PERF.md, twenty-first session). */
+template <class F> struct MvpThreads {
+    enum { N = F::F32X ? MVP_F32X_THREADS : MVP_THREADS };
+};
+template <> struct MvpThreads<MvpI8<VQ8_0X8> > {
+    enum { N = 512 };
+};
+/* the compiler's minimum of resident blocks for blocks of MvpThreads<F>::N threads */
+template <class F> struct MvpBoundBlocks {
+    enum { B = MvpMinBlocks<F>::N * MVP_THREADS / MvpThreads<F>::N, N = B > 0 ? B : 1 };
 };
 /* Staging variants per format (the same results; only the code the compiler schedules around the
  * first step's loads differs): chunks per thread per copy round (mvp_stage_copy) and whether the
@@ -858,22 +867,22 @@ template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
 #ifdef MM_HIP
 #define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N)
 #else
-#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N, MvpMinBlocks<F>::N)
+#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N, MvpBoundBlocks<F>::N)
 #endif
-/* The norm's reduction slots: a float per warp (the smallest warp size is 32). k_mvt's rings
- * start after MVP_MAX_WARPS of them, whatever the plain formats' block size: with the slots of 512
+/* The norm's reduction slots of k_mvt: a float per warp (the smallest warp size is 32); its rings
+ * start after them. They stay MVP_THREADS / 32 whatever k_mvp's block sizes: with the slots of 512
  * threads there (32 bytes more before the rings) 7B Q4_0 decode lost 2%, with those of 1024 (96
  * more) it did not (H200, 2026-11-24), so the rings keep their offset. */
 #define MVP_MAX_WARPS (MVP_THREADS / 32)
-HD int mvp_red_slots(int f32x) { return (f32x ? MVP_F32X_THREADS : MVP_THREADS) / 32; }
 
 /* Dynamic shared memory of k_mvp for a row of n_in elements. */
 HD size_t mvp_x_bytes(int f32x, int64_t n_in) {
     return f32x ? (size_t)n_in * 4 : (size_t)mvp_round64(n_in) + (size_t)(n_in / 32) * 8;
 }
-/* 64 bytes of alignment slack, the staged x, then mvp_red_slots floats for the norm reduction. */
-static size_t mvp_smem_bytes(int f32x, int64_t n_in) {
-    return 64 + mvp_x_bytes(f32x, n_in) + 4 * (size_t)mvp_red_slots(f32x);
+/* 64 bytes of alignment slack, the staged x, then a float per warp of a block of `threads` (the
+ * smallest warp size is 32) for the norm reduction. */
+static size_t mvp_smem_bytes(int f32x, int64_t n_in, int threads) {
+    return 64 + mvp_x_bytes(f32x, n_in) + 4 * (size_t)(threads / 32);
 }
 
 /* k_mvp's x staging. Int8 formats: xin = x * s * norm_w with the RMS scale s of x (or xin = x
@@ -1095,7 +1104,8 @@ MM_UNROLL
  * xin = x or x RMS-normed (as k_mv). Shapes and alignment: every W_J has row_bytes bytes per row
  * (mm_row_bytes<F>), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
  * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
- * Launch: blockDim.x = MvpThreads<F>::N, dynamic shared memory mvp_smem_bytes(F::F32X, n_in), any
+ * Launch: blockDim.x = MvpThreads<F>::N, dynamic shared memory mvp_smem_bytes(F::F32X, n_in,
+ * MvpThreads<F>::N), any
  * gridDim.x (the host sizes it to one resident wave); warp g owns rows [g * rpw, (g + 1) * rpw).
  * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
@@ -1826,20 +1836,20 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, int threads, si
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
                       const float *x, const float *norm_w, float eps, int accum) {
-    const int threads = MvpThreads<F>::N, wpb = threads / ctx->warp_size;
-    size_t smem = mvp_smem_bytes(F::F32X, n_in);
+    int threads = MvpThreads<F>::N, wpb = threads / ctx->warp_size;
+    size_t smem = mvp_smem_bytes(F::F32X, n_in, threads);
     void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
                const float2 *) = k_mvp<F, UN>;
 #ifndef MM_HIP
     if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
-        static_assert((int)MvpThreads<F>::N == MVP_THREADS, "k_mvt runs blocks of MVP_THREADS");
+        const int twpb = MVP_THREADS / ctx->warp_size; /* k_mvt: blocks of MVP_THREADS */
         const size_t tsmem =
-            mvt_smem_bytes(F::F32X, n_in, wpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
+            mvt_smem_bytes(F::F32X, n_in, twpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
         if (ctx->tma && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
-            mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, threads, tsmem) > 0)
-            fn = k_mvt<F, T::UN>, smem = tsmem;
+            mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, MVP_THREADS, tsmem) > 0)
+            fn = k_mvt<F, T::UN>, smem = tsmem, threads = MVP_THREADS, wpb = twpb;
     }
 #endif
     const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, threads, smem) * wpb;
@@ -1876,7 +1886,7 @@ static bool mvp_few_rows(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int 
     if (!ctx->deep_few || nouts < 1 || nouts > MV_MAX_OUTS) return false;
     int64_t rows = 0;
     for (int i = 0; i < nouts; i++) rows += outs[i].n_out > 0 ? outs[i].n_out : 0;
-    const size_t smem = mvp_smem_bytes(F::F32X, n_in);
+    const size_t smem = mvp_smem_bytes(F::F32X, n_in, MvpThreads<F>::N);
     const int threads = MvpThreads<F>::N;
     const int64_t wsm = (int64_t)ctx->n_sm * threads / ctx->warp_size;
     const int64_t w1 = wsm * mvp_occupancy(ctx, (const void *)k_mvp<F, UN>, threads, smem);
@@ -1894,7 +1904,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
                    const float *norm_w, float eps, int accum) {
     if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS ||
         n_in <= 0 || n_in % mm_row_step<F>() ||
-        (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
+        (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in, MvpThreads<F>::N) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
         (norm_w && (uintptr_t)norm_w % 16) || n_in / (F::QK / F::UPB) > INT32_MAX)
         return 0;
     for (int i = 0; i < nouts; i++)
