@@ -804,8 +804,8 @@ template <> struct MvpUn<VIQ4_XSS> {
 };
 
 #define MVP_THREADS 256 /* threads per block of k_mvt, and of k_mvp unless MvpThreads says otherwise */
-#ifndef MVP_F32X_THREADS
-#define MVP_F32X_THREADS 512
+#ifndef MVP_WIDE_THREADS /* the wider block of MvpThreads (overridable for benchmarks) */
+#define MVP_WIDE_THREADS 512
 #endif
 /* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
  * Q8_0 stream faster with 4 (more loads in flight; 11008x4096 on an H200: Q4_0 X8 1.84 -> 2.09,
@@ -837,10 +837,10 @@ template <> struct MvpMinBlocks<MvpI8<VQ8_0X8> > {
  * other 4-block formats (Q4_0 X8, on k_mvt on sm_90; Q4_0 / Q8_0 rows without the X8 layout) were
  * not measured and keep 256 (docs/PERF.md, twenty-first session). */
 template <class F> struct MvpThreads {
-    enum { N = F::F32X ? MVP_F32X_THREADS : MVP_THREADS };
+    enum { N = F::F32X ? MVP_WIDE_THREADS : MVP_THREADS };
 };
 template <> struct MvpThreads<MvpI8<VQ8_0X8> > {
-    enum { N = 512 };
+    enum { N = MVP_WIDE_THREADS };
 };
 /* the compiler's minimum of resident blocks for blocks of MvpThreads<F>::N threads */
 template <class F> struct MvpBoundBlocks {
