@@ -129,14 +129,18 @@ int main(void) {
     snprintf(args, sizeof args, "run -m %s -p hi --device gpu:7", stories);
     int rc = run(args);
     CHECK(rc == 1 && strstr(err_buf, "rocmforge: ") && !strstr(out_buf, " "), "GPU asked for: error, no CPU run (%d, %s)", rc, err_buf);
-    /* K/V cache type flags (-ctk / -ctv, as llama.cpp): f16, f32 and q8_0, K and V alike; q8_0
-     * needs head_dim % 32 == 0 (stories260K: 8) */
-    snprintf(args, sizeof args, "run -m %s -p hi -ctk q4_0", stories);
-    bad(args, "cache type 'q4_0' for -ctk is not supported: use f16, f32 or q8_0");
+    /* K/V cache type flags (-ctk / -ctv, as llama.cpp): f16, f32, q8_0 and q4_0, K and V alike;
+     * q8_0 and q4_0 need head_dim % 32 == 0 (stories260K: 8) */
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q4_1", stories);
+    bad(args, "cache type 'q4_1' for -ctk is not supported: use f16, f32, q8_0 or q4_0");
     snprintf(args, sizeof args, "run -m %s -p hi --cache-type-v bf16", stories);
-    bad(args, "cache type 'bf16' for -ctv is not supported: use f16, f32 or q8_0");
+    bad(args, "cache type 'bf16' for -ctv is not supported: use f16, f32, q8_0 or q4_0");
     snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0", stories);
-    bad(args, "needs head_dim a multiple of 32 (this model: 8)");
+    bad(args, "a q8_0 K/V cache needs head_dim a multiple of 32 (this model: 8)");
+    snprintf(args, sizeof args, "run -m %s -p hi -ctv q4_0", stories);
+    bad(args, "a q4_0 K/V cache needs head_dim a multiple of 32 (this model: 8)");
+    snprintf(args, sizeof args, "run -m %s -p hi -ctk q4_0 -ctv q8_0", stories);
+    bad(args, "-ctk q4_0 and -ctv q8_0 differ");
     snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 -ctk q8_0 -ctv q8_0", stories);
     bad(args, "head_dim");
     snprintf(args, sizeof args, "run -m %s -p hi -ctk q8_0 -ctv f16", stories);
@@ -190,8 +194,17 @@ int main(void) {
               "bench -ctk q8_0 -ctv q8_0: %s %s", out_buf, err_buf);
         snprintf(args, sizeof args, "perplexity -m %s -p 'Once upon a time' -ctv q8_0", tiny);
         CHECK(run(args) == 0 && strstr(out_buf, "perplexity: "), "perplexity -ctv q8_0: %s", err_buf);
+        /* q4_0 likewise */
+        snprintf(args, sizeof args, "run -m %s -p hi -n 4 --temp 0 --device cpu -ctk q4_0 -ctv q4_0", tiny);
+        CHECK(run(args) == 0, "run -ctk q4_0 -ctv q4_0: %s", err_buf);
+        snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -r 1 --device cpu -ctv q4_0", tiny);
+        CHECK(run(args) == 0 && strstr(out_buf, "| type_k | type_v |") && strstr(out_buf, "|   q4_0 |   q4_0 |") &&
+                  strstr(out_buf, "tg4"),
+              "bench -ctv q4_0: %s %s", out_buf, err_buf);
+        snprintf(args, sizeof args, "perplexity -m %s -p 'Once upon a time' --cache-type-k q4_0", tiny);
+        CHECK(run(args) == 0 && strstr(out_buf, "perplexity: "), "perplexity --cache-type-k q4_0: %s", err_buf);
     } else {
-        SKIP("tiny-llama-f32.gguf missing: q8_0 cache runs");
+        SKIP("tiny-llama-f32.gguf missing: q8_0 and q4_0 cache runs");
     }
     bad("info -m /etc/passwd", "GGUF");
     snprintf(args, sizeof args, "run -m %s -p hi", vocab);

@@ -1,20 +1,21 @@
 /* The SIMD attention levels (attention_simd.h) against the scalar reference cpu_attention, at
  * every level this CPU has (a level it lacks is a SKIP): random q/K/V over head_dim 64, 80, 96,
  * 128, 40, 36 (not a multiple of 8: the AVX2 level hands it to the reference, AVX-512 masks),
- * visible lengths 1, 7, 33, 200, 1000, GQA groups 1, 4, 8, f32, f16 and q8_0 caches (q8_0 at
- * head_dim 32, 64, 96, 128: it needs a multiple of 32), two sequences in
+ * visible lengths 1, 7, 33, 200, 1000, GQA groups 1, 4, 8, f32, f16, q8_0 and q4_0 caches (the
+ * quantized ones at head_dim 32, 64, 96, 128: they need a multiple of 32), two sequences in
  * a paged cache with shuffled blocks of 32, 16 or 7 slots (unwritten slots hold NaN, so a read of
  * one shows), causal prompts (every position of a sequence in the batch) and decode-like tails,
  * the rows cut into 1-3 ranges at random places (as the thread split does, GQA groups cut too;
  * the result must be bit-identical to one uncut call).
  * Edge cases: a GQA group of 80 heads (split: the kernel takes 64 queries at once), scores
  * around 1e3 (exp without the max subtracted would overflow), a position whose score is -inf,
- * NaN in q (that row all NaN), NaN in V (that dimension NaN; with q8_0 the 32 of its block, and
- * the -inf in K makes its block NaN: q8_0 stores a block with a non-finite element as NaN).
- * q8_0 also exactly: a q8_0 cache's element reads as code times scale, exact in f32, so the
- * reference over it must equal, bit for bit, the reference over an f32 cache holding those
- * dequantized values (test_kv_unpack), and each SIMD level over it its own f32 path over
- * that cache (the same vectors, the same arithmetic in the same order).
+ * NaN in q (that row all NaN), NaN in V (that dimension NaN; with q8_0 and q4_0 the 32 of its
+ * block, and the -inf in K makes its block NaN: they store a block with a non-finite element as
+ * NaN).
+ * q8_0 and q4_0 also exactly: such a cache's element reads as (code, or code - 8) times scale,
+ * exact in f32, so the reference over it must equal, bit for bit, the reference over an f32 cache
+ * holding those dequantized values (test_kv_unpack), and each SIMD level over it its own f32
+ * path over that cache (the same vectors, the same arithmetic in the same order).
  *
  * Tolerance: with M = max |V| over the cache, every element |got - ref| <= 1e-5 * M, and over
  * the whole output relative L2 <= 1e-5 (measured worst on random cases, printed with
@@ -42,7 +43,7 @@ enum { EDGE_NONE, EDGE_LARGE, EDGE_NEGINF, EDGE_NAN_Q, EDGE_NAN_V };
 static const char *edge_name[] = {"random", "large scores", "-inf score", "NaN in q", "NaN in V"};
 
 static double worst_abs[3], worst_l2[3]; /* per level, random cases only (scaled by M) */
-static double worst_q8_abs[3], worst_q8_l2[3]; /* the same, q8_0 caches only */
+static double worst_q8_abs[3], worst_q8_l2[3]; /* the same, q8_0 and q4_0 caches only */
 static int verbose;
 
 static void fill(float *x, size_t n, float lo, float hi) {
@@ -73,9 +74,9 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
     if (edge == EDGE_NAN_Q) q[(size_t)(n_tok - 1) * qd + (size_t)(n_head - 1) * hd + hd - 1] = NAN;
     if (edge == EDGE_NAN_V) vc[test_paged_kv_slot(&c, 0, 0) * kvd + 3] = NAN; /* sequence 0, position 0, dim 3 */
     void *kcs = test_kv_pack(kc, kvt, n_slots, kvd), *vcs = test_kv_pack(vc, kvt, n_slots, kvd);
-    /* q8_0: the values the cache holds, as an f32 cache (vmax and the exact checks use them) */
+    /* q8_0, q4_0: the values the cache holds, as an f32 cache (vmax and the exact checks use them) */
     float *kdq = NULL, *vdq = NULL;
-    if (kvt == RF_TYPE_Q8_0) {
+    if (kvt == RF_TYPE_Q8_0 || kvt == RF_TYPE_Q4_0) {
         kdq = malloc(sizeof(float) * n_slots * kvd);
         vdq = malloc(sizeof(float) * n_slots * kvd);
         test_kv_unpack(kcs, kvt, n_slots, kvd, kdq);
@@ -93,7 +94,7 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
     char what[200];
     snprintf(what, sizeof what, "%s: heads %d/%d hd %d bsz %d len %d/%d tokens %d kv %s", edge_name[edge], n_head, n_kv,
              hd, bsz, len[0], n_seq > 1 ? len[1] : 0, n_tok, rf_kv_type_name(kvt));
-    if (kdq && max_len <= 200) { /* the reference over q8_0 = over the dequantized values, exactly
+    if (kdq && max_len <= 200) { /* the reference over q8_0 / q4_0 = over the dequantized values, exactly
                                      (not at 1000 positions: the reference is the test's slow part) */
         float *r32 = malloc(4 * n_out);
         cpu_attention(&st, &dims32, q, kdq, vdq, r32, 0, rows);
@@ -144,7 +145,7 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
         k->attention(&st, &dims, q, kcs, vcs, one, 0, rows);
         CHECK(!memcmp(one, got, 4 * n_out), "%s %s: result depends on how the rows were cut (%d parts)", isa_name, what,
               n_parts);
-        if (kdq) { /* this level over q8_0 = this level over the dequantized f32 cache, bit for bit */
+        if (kdq) { /* this level over q8_0 / q4_0 = this level over the dequantized f32 cache, bit for bit */
             k->attention(&st, &dims32, q, kdq, vdq, got, 0, rows);
             CHECK(!memcmp(one, got, 4 * n_out), "%s %s: differs from the level's f32 path over the dequantized cache",
                   isa_name, what);
@@ -178,7 +179,7 @@ static void run_case(int n_head, int n_kv, int hd, int bsz, const int *len, cons
 
 static void test_random(void) {
     static const int hds[] = {64, 80, 96, 128, 40, 36, 32};
-    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q4_0};
     static const int lens[] = {1, 7, 33, 200, 1000};
     static const int groups[] = {1, 4, 8};
     static const int bszs[] = {32, 16, 7};
@@ -187,8 +188,9 @@ static void test_random(void) {
         for (size_t b = 0; b < sizeof lens / sizeof lens[0]; b++)
             for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++)
                 for (size_t t = 0; t < sizeof kvts / sizeof kvts[0]; t++) {
-                    /* q8_0 at the head_dims it takes; 32 (one block per head) for q8_0 only */
-                    if (kvts[t] == RF_TYPE_Q8_0 ? hds[a] % 32 != 0 : hds[a] == 32) continue;
+                    /* q8_0 and q4_0 at the head_dims they take; 32 (one block per head) for them only */
+                    const bool quant = kvts[t] == RF_TYPE_Q8_0 || kvts[t] == RF_TYPE_Q4_0;
+                    if (quant ? hds[a] % 32 != 0 : hds[a] == 32) continue;
                     ci++;
                     const int L = lens[b];
                     /* sequence 0: a causal prompt up to 200 positions, else a tail of 5; sequence 1:
@@ -200,10 +202,10 @@ static void test_random(void) {
 }
 
 static void test_edges(void) {
-    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+    static const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q4_0};
     for (size_t t = 0; t < sizeof kvts / sizeof kvts[0]; t++) {
         const uint32_t kvt = kvts[t];
-        const int hd_small = kvt == RF_TYPE_Q8_0 ? 32 : 40; /* q8_0: head_dim % 32 == 0 */
+        const int hd_small = kvt == RF_TYPE_Q8_0 || kvt == RF_TYPE_Q4_0 ? 32 : 40; /* head_dim % 32 == 0 */
         { /* a GQA group of 80 heads: more than the kernel takes at once (64) */
             const int len[2] = {33, 20}, tail[2] = {33, 2};
             run_case(80, 1, hd_small, 16, len, tail, 2, kvt, EDGE_NONE);
@@ -416,15 +418,15 @@ int main(void) {
     if (verbose) {
         for (int isa = RF_ISA_AVX2; isa <= RF_ISA_AVX512; isa++)
             if (rf_attn_kernels_at((rf_isa)isa))
-                printf("%s random cases: worst |err| / max|V| %.3g, worst rel L2 %.3g (q8_0 caches: %.3g, %.3g)\n",
+                printf("%s random cases: worst |err| / max|V| %.3g, worst rel L2 %.3g (q8_0 / q4_0: %.3g, %.3g)\n",
                        rf_isa_name((rf_isa)isa), worst_abs[isa], worst_l2[isa], worst_q8_abs[isa], worst_q8_l2[isa]);
-        const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
-        for (int t = 0; t < 3; t++) {
+        const uint32_t kvts[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q4_0};
+        for (int t = 0; t < 4; t++) {
             time_prompt(64, kvts[t]);
             time_prompt(512, kvts[t]);
         }
         for (int depth = 512; depth <= 4096; depth *= 8)
-            for (int t = 0; t < 3; t++) time_decode(depth, kvts[t]);
+            for (int t = 0; t < 4; t++) time_decode(depth, kvts[t]);
     }
     return test_finish();
 }

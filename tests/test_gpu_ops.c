@@ -190,7 +190,7 @@ static void test_rope(void) {
         {RF_ROPE_NORMAL, 128, 64, 8, 1, 1, 0.25f}, {RF_ROPE_NEOX, 64, 32, 32, 4, 1, 0.5f},
         {RF_ROPE_NEOX, 128, 128, 32, 8, 1, 1.0f},
     };
-    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q4_0};
     for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++)
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++) {
         const uint32_t kvt = kv_types[ki];
@@ -214,6 +214,13 @@ static void test_rope(void) {
          * halves must round away from zero (roundf), not to even */
         const float ties[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -126.5f, 3.5f, -3.5f};
         for (size_t i = 0; i < RF_ARRAY_LEN(ties); i++) v[i] = ties[i];
+        /* q4_0: the second block of v has m = -8, so d = 1, id = 1 and x + 8.5 truncates: halves
+         * go up (0.5 -> code 9, -0.5 -> 8, -7.5 -> 1), 7.5 clamps to 15; the third has m = 8
+         * (d = -1): -8 gives 16.5, clamped to 15; of the tie 8 / -8 the first is m */
+        const float q4a[] = {-8.0f, 0.5f, -0.5f, 1.5f, -1.5f, 7.5f, 7.49f, -7.5f, 8.0f * 0.999f, -0.0f};
+        const float q4b[] = {7.9f, -7.9f, 8.0f, -8.0f, 3.999f, -4.0f, 0.01f};
+        for (size_t i = 0; i < RF_ARRAY_LEN(q4a); i++) v[32 + i] = q4a[i];
+        for (size_t i = 0; i < RF_ARRAY_LEN(q4b); i++) v[64 + i] = q4b[i];
         fill(sent, (size_t)n_slots * kvd, -9, -8); /* sentinel: untouched slots must stay */
         const size_t rb = rf_kv_row_bytes(kvt, kvd), kvb = rb * n_slots;
         void *kc = test_kv_pack(sent, kvt, n_slots, kvd), *vc = test_kv_pack(sent, kvt, n_slots, kvd);
@@ -264,20 +271,22 @@ static void test_rope(void) {
         /* f16: the rotated k differs by up to 2e-3 before rounding, so its f16 (ulp 9.8e-4 below 1)
          * may round the other way: 2e-3 + 1 ulp. q8_0: each side is within half a step d of its own
          * k, d = amax / 127 <= sqrt(2) / 127 (rotated |k| <= sqrt(2)): 2e-3 + d + the scale's
-         * binary16 rounding, 1.5e-2 */
+         * binary16 rounding, 1.5e-2; q4_0 the same with d = |m| / 8 <= sqrt(2) / 8: a code apart,
+         * 2e-3 + 0.18 */
         CHECK_CLOSE("rope k cache", gkc, rkc, (size_t)n_slots * kvd,
-                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : 2e-3, 0);
+                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : kvt == RF_TYPE_Q4_0 ? 0.2 : 2e-3, 0);
         CHECK_CLOSE("rope v cache", gvc, rvc, (size_t)n_slots * kvd, 0, 0);
-        /* q8_0's store, byte for byte: the GPU's rows are the reference writer's rows of the GPU's
-         * own rotated k, and of v (edge values included); untouched rows keep the sentinel (the
-         * float formats are compared by value above: the NaN payloads of f16 differ) */
-        if (kvt == RF_TYPE_Q8_0) {
+        /* q8_0's and q4_0's store, byte for byte: the GPU's rows are the reference writer's rows of
+         * the GPU's own rotated k, and of v (edge values included); untouched rows keep the sentinel
+         * (the float formats are compared by value above: the NaN payloads of f16 differ) */
+        if (kvt == RF_TYPE_Q8_0 || kvt == RF_TYPE_Q4_0) {
             void *want_k = malloc(kvb);
             memcpy(want_k, kc, kvb);
             for (int t = 0; t < n_tok; t++) rf_kv_write_row(kvt, gk + (size_t)t * kvd, kvd, (char *)want_k + slot[t] * rb);
             size_t bad_k = 0, bad_v = 0;
             for (int r = 0; r < n_slots; r++) {
-                const size_t used = (size_t)kvd + (size_t)kvd / 16; /* the padding is not written */
+                /* the padding is not written */
+                const size_t used = (kvt == RF_TYPE_Q8_0 ? (size_t)kvd : (size_t)kvd / 2) + (size_t)kvd / 16;
                 bad_k += memcmp((char *)want_k + r * rb, (char *)gkc_raw + r * rb, used) != 0;
                 bad_v += memcmp((char *)vc + r * rb, (char *)gvc_raw + r * rb, used) != 0;
             }
@@ -452,14 +461,15 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     free(kcs); free(vcs);
 }
 
-/* Each case with every cache type its head size allows (q8_0: head_dim % 32 == 0). The GPU reads
- * the same stored values as the CPU (q8_0 codes times scales are exact in f32), so every type
+/* Each case with every cache type its head size allows (q8_0, q4_0: head_dim % 32 == 0). The GPU
+ * reads the same stored values as the CPU (codes times scales are exact in f32), so every type
  * has the same tolerances. */
 static void attention_case(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail,
                            int n_seq, int nan_case) {
     attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F32);
     attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F16);
     if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q8_0);
+    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q4_0);
 }
 
 static void test_attention(void) {
@@ -589,7 +599,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
             CHECK(rc == 0, "%s (path %d): %s", what, path, rf_error());
             dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc);
         }
-        if (kvt == RF_TYPE_Q8_0) {
+        if (kvt == RF_TYPE_Q8_0 || kvt == RF_TYPE_Q4_0) {
             /* the new k row may quantize differently on the two sides (rotations an ulp of theta
              * apart, rope's test): the CPU's attention over the GPU's own cache is the reference */
             float *ref_g = malloc(4 * qd);
@@ -602,7 +612,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         test_kv_unpack(gk1, kvt, n_slots, kvd, gkf);
         test_kv_unpack(gv1, kvt, n_slots, kvd, gvf);
         CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd,
-                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : 2e-3, 0);
+                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : kvt == RF_TYPE_Q4_0 ? 0.2 : 2e-3, 0);
         CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
         CHECK(!memcmp(gk1, gk2, kvb) && !memcmp(gv1, gv2, kvb),
               "%s: the cache differs from the two-op path's", what);
@@ -618,7 +628,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
 }
 
 static void test_rope_attention(void) {
-    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0};
+    const uint32_t kv_types[] = {RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0, RF_TYPE_Q4_0};
     /* {n_head, n_kv, hd, mode, n_rot, factors}: Llama 7B and 1B shapes; a group of 7 at hd 64
      * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
      * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
@@ -631,7 +641,7 @@ static void test_rope_attention(void) {
     static const int lens[] = {1, 2, 33, 200, 700};
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++)
         for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {
-            if (kv_types[ki] == RF_TYPE_Q8_0 && cfg[ci][2] % 32) continue;
+            if ((kv_types[ki] == RF_TYPE_Q8_0 || kv_types[ki] == RF_TYPE_Q4_0) && cfg[ci][2] % 32) continue;
             const int len = lens[test_randint(0, (int)RF_ARRAY_LEN(lens) - 1)];
             rope_attention_case(cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], cfg[ci][4], cfg[ci][5], len, 0,
                                 kv_types[ki]);
@@ -641,12 +651,15 @@ static void test_rope_attention(void) {
         rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
-    /* the 7B shape (one head per block) at lengths around a warp's round (16 positions for f16,
-     * 8 for q8_0), the four warps' first rounds (64) and their first chunks of 32 (128) */
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q4_0);
+    /* the 7B shape (one head per block) at lengths around a warp's round (16 positions for f16
+     * and q4_0, 8 for q8_0), the four warps' first rounds (64) and their first chunks of 32 (128) */
     static const int lens7[] = {16, 17, 63, 64, 65, 129};
-    for (size_t li = 0; li < RF_ARRAY_LEN(lens7); li++)
+    for (size_t li = 0; li < RF_ARRAY_LEN(lens7); li++) {
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0,
                             li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
+        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
+    }
 }
 #endif
 
@@ -803,7 +816,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
             }
         }
         /* rope fused into it (kernels.h): NORMAL rotation of every dim, the new row at pos[0] */
-        if (kvt != RF_TYPE_Q8_0) {
+        if (kvt != RF_TYPE_Q8_0 && kvt != RF_TYPE_Q4_0) {
             float *knh = malloc(4 * kvd);
             fill(knh, kvd, -1, 1);
             float *kn = dput(knh, 4 * kvd), *vn = dput(knh, 4 * kvd);
@@ -880,8 +893,8 @@ static void test_bench(void) {
     }
     if (copy_src) dfree(copy_src);
     if (copy_dst) dfree(copy_dst);
-    for (int kt = 0; kt < 3; kt++) {
-        const uint32_t kvt = kt == 0 ? RF_TYPE_F16 : kt == 1 ? RF_TYPE_Q8_0 : RF_TYPE_F32;
+    for (int kt = 0; kt < 4; kt++) {
+        const uint32_t kvt = kt == 0 ? RF_TYPE_F16 : kt == 1 ? RF_TYPE_Q8_0 : kt == 2 ? RF_TYPE_Q4_0 : RF_TYPE_F32;
         bench_attn_shape("7B", 32, 32, 128, kvt);
         bench_attn_shape("1B", 32, 8, 64, kvt);
         bench_attn_shape("8B", 32, 8, 128, kvt); /* Llama-3-8B: GQA 4 at head dim 128 */

@@ -79,8 +79,8 @@ typedef struct {
  * memory (void *); a row holds the kv_dim = n_kv_head * head_dim elements of one position (element
  * (slot, g, i) is element g * head_dim + i of row slot) in the row format of kv_type, and takes
  * rf_kv_row_bytes(kv_type, kv_dim) bytes (core/kv_format.h: f32, f16 as IEEE binary16 written
- * with round-to-nearest-even, or q8_0: int8 codes and a binary16 scale per 32 elements, rows
- * padded to 16 bytes); all arithmetic on cached values is f32, on the exactly widened / scaled
+ * with round-to-nearest-even, q8_0: int8 codes and a binary16 scale per 32 elements, or q4_0:
+ * 4-bit codes and a binary16 scale per 32 elements, rows padded to 16 bytes); all arithmetic on cached values is f32, on the exactly widened / scaled
  * element. The runtime places layer l at byte offset l * n_slots * row_bytes of one allocation,
  * n_slots a multiple of the block size (32), so each layer's cache is as aligned as the
  * allocation is (GPU kernels use 16-byte loads when head_dim is a multiple of 8 and fall back to
@@ -92,7 +92,7 @@ typedef struct {
     int n_kv_head;
     int head_dim;
     float scale;      /* usually 1/sqrt(head_dim) */
-    uint32_t kv_type; /* RF_TYPE_F32 (0), RF_TYPE_F16 or RF_TYPE_Q8_0 (head_dim % 32 == 0) */
+    uint32_t kv_type; /* RF_TYPE_F32 (0), RF_TYPE_F16, RF_TYPE_Q8_0 or RF_TYPE_Q4_0 (head_dim % 32 == 0) */
 } rf_attn_dims;
 
 /* Sampling parameters (see runtime/sampler.h for the algorithm; every backend implements the

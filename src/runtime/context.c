@@ -44,14 +44,16 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     case RF_KV_F32: kv_type = RF_TYPE_F32; break;
     case RF_KV_F16: kv_type = RF_TYPE_F16; break;
     case RF_KV_Q8_0: kv_type = RF_TYPE_Q8_0; break;
+    case RF_KV_Q4_0: kv_type = RF_TYPE_Q4_0; break;
     default:
-        rf_set_error("creating context: K/V cache type %d: expected RF_KV_AUTO, RF_KV_F32, RF_KV_F16 or RF_KV_Q8_0",
+        rf_set_error("creating context: K/V cache type %d: expected RF_KV_AUTO, RF_KV_F32, RF_KV_F16, RF_KV_Q8_0 or "
+                     "RF_KV_Q4_0",
                      p.kv_type);
         return NULL;
     }
-    if (kv_type == RF_TYPE_Q8_0 && hp->head_dim % RF_KV_Q8_BLOCK) {
-        rf_set_error("creating context: a q8_0 K/V cache needs head_dim a multiple of %d (this model: %d); use f16",
-                     RF_KV_Q8_BLOCK, hp->head_dim);
+    if ((kv_type == RF_TYPE_Q8_0 || kv_type == RF_TYPE_Q4_0) && hp->head_dim % RF_KV_Q8_BLOCK) {
+        rf_set_error("creating context: a %s K/V cache needs head_dim a multiple of %d (this model: %d); use f16",
+                     rf_kv_type_name(kv_type), RF_KV_Q8_BLOCK, hp->head_dim);
         return NULL;
     }
 
@@ -149,7 +151,10 @@ void rf_context_free(rf_context *c) {
 int rf_context_n_ctx(const rf_context *c) { return c->n_ctx; }
 int rf_context_n_batch(const rf_context *c) { return c->n_batch; }
 rf_kv_type rf_context_kv_type(const rf_context *c) {
-    return c->kv_type == RF_TYPE_F16 ? RF_KV_F16 : c->kv_type == RF_TYPE_Q8_0 ? RF_KV_Q8_0 : RF_KV_F32;
+    return c->kv_type == RF_TYPE_F16    ? RF_KV_F16
+           : c->kv_type == RF_TYPE_Q8_0 ? RF_KV_Q8_0
+           : c->kv_type == RF_TYPE_Q4_0 ? RF_KV_Q4_0
+                                        : RF_KV_F32;
 }
 
 int rf_seq_new(rf_context *c) { return rf_kv_seq_new(&c->kv); }

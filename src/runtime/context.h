@@ -15,7 +15,7 @@ struct rf_context {
     rf_kv_pool kv;
     /* Backend memory: [n_layer][n_slots][kv_dim] elements of kv_type (backend.h's layout). */
     void *k_cache, *v_cache;
-    uint32_t kv_type;   /* RF_TYPE_F32 or RF_TYPE_F16 */
+    uint32_t kv_type;   /* RF_TYPE_F32, RF_TYPE_F16, RF_TYPE_Q8_0 or RF_TYPE_Q4_0 (core/kv_format.h) */
     size_t layer_bytes; /* n_slots * kv_dim * element size: layer l starts at l * layer_bytes */
 
     /* Activations, backend memory, sized for n_batch tokens. */

@@ -233,8 +233,9 @@ static int kv_type_of(const char *flag, const char *v, int *kv) {
     if (!strcmp(v, "f16")) *kv = RF_KV_F16;
     else if (!strcmp(v, "f32")) *kv = RF_KV_F32;
     else if (!strcmp(v, "q8_0")) *kv = RF_KV_Q8_0;
+    else if (!strcmp(v, "q4_0")) *kv = RF_KV_Q4_0;
     else {
-        rf_fail("cache type '%s' for %s is not supported: use f16, f32 or q8_0", v, flag);
+        rf_fail("cache type '%s' for %s is not supported: use f16, f32, q8_0 or q4_0", v, flag);
         return -1;
     }
     return 0;

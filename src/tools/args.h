@@ -42,9 +42,9 @@ int rf_args_int_list(const char *s, const char *flag, long lo, long hi, rf_int_l
 /* Prints the usage of command `cmd` (NULL: of every command) to f (main.c). */
 void rf_usage(FILE *f, const char *cmd);
 void rf_args_defaults(rf_args *a);
-/* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16", "f32" or "q8_0"; one flag alone
- * sets both, neither leaves RF_KV_AUTO (the device's choice). Another value, or K and V of
- * different types, prints one error line and returns -1. */
+/* The K/V cache type from -ctk / -ctv (rf_kv_type) into *kv: "f16", "f32", "q8_0" or "q4_0";
+ * one flag alone sets both, neither leaves RF_KV_AUTO (the device's choice). Another value, or K
+ * and V of different types, prints one error line and returns -1. */
 int rf_args_kv_type(const rf_args *a, int *kv);
 /* Reads -p or -f into a malloc'd string; NULL (error printed) if neither or unreadable. */
 char *rf_args_prompt_text(const rf_args *a, size_t *len);

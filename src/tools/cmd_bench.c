@@ -159,7 +159,7 @@ int cmd_bench(int argc, char **argv) {
     /* llama-bench shows type_k / type_v only when they differ from its default, f16; so does this
      * table (the CPU's default cache is f32: its table gains the two columns) */
     const rf_kv_type kvt = rf_context_kv_type(c);
-    const char *kvn = kvt == RF_KV_F16 ? "f16" : kvt == RF_KV_Q8_0 ? "q8_0" : "f32";
+    const char *kvn = kvt == RF_KV_F16 ? "f16" : kvt == RF_KV_Q8_0 ? "q8_0" : kvt == RF_KV_Q4_0 ? "q4_0" : "f32";
     const bool kv_cols = rf_context_kv_type(c) != RF_KV_F16;
     printf("| %-30s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "backend", "threads");
     if (kv_cols) printf(" %6s | %6s |", "type_k", "type_v");

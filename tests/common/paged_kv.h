@@ -24,7 +24,7 @@ void test_paged_kv_free(test_paged_kv *c);
 /* Slot of position p of sequence s. */
 size_t test_paged_kv_slot(const test_paged_kv *c, int s, int p);
 /* n_rows rows of kvd floats as a cache of type kv_type stores them (core/kv_format.h: F32 copied,
- * F16 rounded, Q8_0 quantized; NaN stays NaN / poisons its block); malloc'ed,
+ * F16 rounded, Q8_0 and Q4_0 quantized; NaN stays NaN / poisons its block); malloc'ed,
  * n_rows * rf_kv_row_bytes bytes. */
 void *test_kv_pack(const float *src, uint32_t kv_type, size_t n_rows, size_t kvd);
 /* The inverse read: n_rows cache rows of kv_type as f32 into dst [n_rows][kvd]. */

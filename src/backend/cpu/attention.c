@@ -54,7 +54,7 @@ static void widen_row(const uint16_t *src, float *dst, int n) { widen_row_portab
 #endif
 
 /* Head g of cache row `slot` (kv_format.h) as f32: the cache itself when it is f32, else widened
- * (f16) or scaled (q8_0) into buf [hd]. */
+ * (f16) or scaled (q8_0, q4_0) into buf [hd]. */
 static inline const float *cache_row(const void *cache, uint32_t kv_type, int64_t slot, int kv_dim, int g, int hd,
                                      float *buf) {
     if (kv_type == RF_TYPE_F32) return (const float *)cache + slot * kv_dim + (int64_t)g * hd;

@@ -27,6 +27,14 @@ AI VF vloadh_n(const uint16_t *p, int n) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
 }
 AI VF vload_q8(const int8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+/* One little-endian word of q4_0 codes (kv_format.h: element j at bits 4 (j / 2) + 16 (j % 2)). */
+AI VF vload_q4(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    const __m256i sh = _mm256_setr_epi32(0, 16, 4, 20, 8, 24, 12, 28);
+    const __m256i c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh), _mm256_set1_epi32(15));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(c, _mm256_set1_epi32(8)));
+}
 AI VF vadd(VF a, VF b) { return _mm256_add_ps(a, b); }
 AI VF vsub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 AI VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }

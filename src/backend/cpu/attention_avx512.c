@@ -24,6 +24,15 @@ AI VF vloadh_n(const uint16_t *p, int n) {
     return _mm512_cvtph_ps(n >= 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(mask_n(n), p));
 }
 AI VF vload_q8(const int8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+/* Two little-endian words of q4_0 codes (kv_format.h: element j of a word at bits 4 (j / 2) +
+ * 16 (j % 2)): lanes 0-7 shift the first word, lanes 8-15 the second. */
+AI VF vload_q4(const uint8_t *p) {
+    const __m512i w = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                               _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)p)));
+    const __m512i sh = _mm512_setr_epi32(0, 16, 4, 20, 8, 24, 12, 28, 0, 16, 4, 20, 8, 24, 12, 28);
+    const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(w, sh), _mm512_set1_epi32(15));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(c, _mm512_set1_epi32(8)));
+}
 AI VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
 AI VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 AI VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }

@@ -37,7 +37,7 @@ void cpu_matmul_ref_ggml(const rf_weight *w, const float *bias, const float *x, 
  * cpu_store_kv: k_cache, v_cache are [n_slots] rows of kv_type (backend.h's cache layout),
  * written by rf_kv_write_row (core/kv_format.h): RF_TYPE_F32 copies, RF_TYPE_F16 rounds to
  * nearest even (rf_fp32_to_fp16: overflow to inf, NaN stays NaN), as the GPU's __float2half_rn;
- * RF_TYPE_Q8_0 quantizes per 32 elements. */
+ * RF_TYPE_Q8_0 and RF_TYPE_Q4_0 quantize per 32 elements. */
 void cpu_rope(float *x, int n_tokens, int n_heads, int head_dim, const int32_t *pos, const rf_rope *rope);
 void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, const int32_t *slot,
                   void *k_cache, void *v_cache, uint32_t kv_type);
@@ -46,7 +46,7 @@ void cpu_store_kv(const float *k, const float *v, int n_tokens, int kv_dim, cons
  *   s_p = scale * dot(q[t,h], K[p,g]) for p = 0..pos[t] of t's sequence (through the block table)
  *   out[t,h] = sum_p softmax(s)_p V[p,g]
  * K and V are read from caches of d->kv_type (f16 elements widened exactly to f32, q8_0 codes
- * times their scale, exact in f32); all
+ * and q4_0 codes minus 8 times their scale, exact in f32); all
  * arithmetic is f32. Computed in one pass with an online softmax (running max and sum), so
  * memory does not grow with the context. Position pos[t] itself is always visible, so no row is
  * empty. Processes the (token, head) pairs r = t * n_head + h in [begin, end), so callers can

@@ -1,9 +1,9 @@
 /* attention.cu: attention over the paged KV cache (twin of cpu_attention).
  *
  * Common contract. q: [n_tokens][n_head * head_dim] f32; out: same shape; k_cache, v_cache:
- * [n_slots] rows of n_kv_head * head_dim elements in the row format of a.kv_type (f32, f16 or
- * q8_0: core/kv_format.h, backend.h's layout), widened to f32 on load (q8_0: code times its
- * block's scale, exact in f32). Token t, query head h reads KV head g = h / (n_head / n_kv_head) at positions p =
+ * [n_slots] rows of n_kv_head * head_dim elements in the row format of a.kv_type (f32, f16, q8_0
+ * or q4_0: core/kv_format.h, backend.h's layout), widened to f32 on load (q8_0, q4_0: code times
+ * its block's scale, exact in f32). Token t, query head h reads KV head g = h / (n_head / n_kv_head) at positions p =
  * 0..pos[t] of its sequence, slot = block_table[seq_row[t] * max_blocks + p / block_size] *
  * block_size + p % block_size. pos, seq_row and block_table are read from device memory (never
  * from the host), so a captured graph replays with new data. Only visible positions are read:
@@ -21,7 +21,7 @@
 #include "core/kv_format.h"
 #include "gpu_port.h"
 #include "kernels.h"
-#include "kv_q8.cuh"
+#include "kv_quant.cuh"
 #include "rope_device.cuh"
 #include "phase_stamps.cuh"
 
@@ -33,33 +33,58 @@ static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_
 struct kv_q8 {
     int8_t q;
 };
+/* The q4_0 cache's byte (kv_format.h): two 4-bit codes, so a kv_q4 pointer steps two elements. */
+struct kv_q4 {
+    uint8_t b;
+};
 
 /* Row geometry of a cache of element type T on the device (kv_format.h; rf_kv_row_bytes is the
  * host's): the bytes of a row (an int: a 32-bit factor keeps the row address one wide
- * multiply-add), and, from the address of element e of a row, the byte offset to the binary16
- * scale of e's block (q8_0; 0 for the float formats, which have none). Q8: whether T is q8_0. */
+ * multiply-add), the T units before element e of a row (elems: e, or e / 2 for q4_0's bytes of two
+ * codes; e a multiple of 8 there), and, from the address of element e (for q4_0 the byte
+ * holding it), the byte offset to the binary16 scale of e's block (0 for the float formats, which
+ * have none). Q8 / Q4: whether T is q8_0 / q4_0. */
 template <typename T> struct kv_fmt {
-    enum { Q8 = 0 };
+    enum { Q8 = 0, Q4 = 0 };
     static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return kv_dim * (int)sizeof(T); }
+    template <typename I> static __host__ __device__ __forceinline__ I elems(I e) { return e; }
     static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return (void)kv_dim, (void)e, 0; }
 };
 template <> struct kv_fmt<kv_q8> {
-    enum { Q8 = 1 };
+    enum { Q8 = 1, Q4 = 0 };
     static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return (kv_dim + kv_dim / 16 + 15) & ~15; }
+    template <typename I> static __host__ __device__ __forceinline__ I elems(I e) { return e; }
     static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return kv_dim - e + (e / 32) * 2; }
 };
-/* Address of element e of row `slot` of a cache of T. */
+template <> struct kv_fmt<kv_q4> {
+    enum { Q8 = 0, Q4 = 1 };
+    static __host__ __device__ __forceinline__ int row_bytes(int kv_dim) { return (kv_dim / 2 + kv_dim / 16 + 15) & ~15; }
+    template <typename I> static __host__ __device__ __forceinline__ I elems(I e) { return e / 2; }
+    static __device__ __forceinline__ int scale_off(int kv_dim, int e) { return kv_dim / 2 - e / 2 + (e / 32) * 2; }
+};
+/* Address of element e of row `slot` of a cache of T (q4_0: of the byte holding it). */
 template <typename T>
 static __device__ __forceinline__ const char *kv_at(const void *cache, int64_t slot, int kv_dim, int e) {
-    return (const char *)cache + slot * kv_fmt<T>::row_bytes(kv_dim) + e * (int)sizeof(T);
+    return (const char *)cache + slot * kv_fmt<T>::row_bytes(kv_dim) + kv_fmt<T>::elems(e) * (int)sizeof(T);
 }
 
-/* One cache element at p as f32 (exact for every format; soff: kv_fmt::scale_off of its element). */
-template <typename T> static __device__ __forceinline__ float kv_ld1(const char *p, int soff);
-template <> __device__ __forceinline__ float kv_ld1<float>(const char *p, int) { return *(const float *)p; }
-template <> __device__ __forceinline__ float kv_ld1<__half>(const char *p, int) { return __half2float(*(const __half *)p); }
-template <> __device__ __forceinline__ float kv_ld1<kv_q8>(const char *p, int soff) {
+/* One cache element as f32 (exact for every format): p its address (kv_at), soff kv_fmt::scale_off
+ * of it, e its index in the row (q4_0: which code of its word). */
+template <typename T> static __device__ __forceinline__ float kv_ld1(const char *p, int soff, int e);
+template <> __device__ __forceinline__ float kv_ld1<float>(const char *p, int, int) { return *(const float *)p; }
+template <> __device__ __forceinline__ float kv_ld1<__half>(const char *p, int, int) {
+    return __half2float(*(const __half *)p);
+}
+template <> __device__ __forceinline__ float kv_ld1<kv_q8>(const char *p, int soff, int) {
     return (float)*(const int8_t *)p * __half2float(*(const __half *)(p + soff));
+}
+template <> __device__ __forceinline__ float kv_ld1<kv_q4>(const char *p, int soff, int e) {
+    const uint32_t w = *(const uint32_t *)(p - (e & 7) / 2); /* the word of e's group of eight */
+    return (float)((int)(w >> kvq4_shift(e & 7) & 15u) - 8) * __half2float(*(const __half *)(p + soff));
+}
+/* Element e of row `slot` as f32. */
+template <typename T> static __device__ __forceinline__ float kv_get1(const void *cache, int64_t slot, int kv_dim, int e) {
+    return kv_ld1<T>(kv_at<T>(cache, slot, kv_dim, e), kv_fmt<T>::scale_off(kv_dim, e), e);
 }
 /* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32, an
  * 8-byte load and the block's scale for q8_0; p aligned to 16 bytes, 8 for q8_0; the eight share
@@ -68,10 +93,15 @@ template <typename T> struct kv_raw8;
 template <> struct kv_raw8<float> { float4 a, b; };
 template <> struct kv_raw8<__half> { uint4 u; };
 template <> struct kv_raw8<kv_q8> { uint2 q; __half d; };
+template <> struct kv_raw8<kv_q4> { uint32_t q; __half d; };
 static __device__ __forceinline__ void kv_zero8(kv_raw8<float> &r) { r.a = r.b = make_float4(0.f, 0.f, 0.f, 0.f); }
 static __device__ __forceinline__ void kv_zero8(kv_raw8<__half> &r) { r.u = make_uint4(0u, 0u, 0u, 0u); }
 static __device__ __forceinline__ void kv_zero8(kv_raw8<kv_q8> &r) {
     r.q = make_uint2(0u, 0u);
+    r.d = __float2half(0.0f);
+}
+static __device__ __forceinline__ void kv_zero8(kv_raw8<kv_q4> &r) {
+    r.q = 0x88888888u; /* code 8: zero */
     r.d = __float2half(0.0f);
 }
 /* A load of cached K/V, plain or (S) streaming: CUDA's ld.global.cs, evict-first in L1 and L2, as
@@ -93,6 +123,10 @@ template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw
 }
 template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw8<kv_q8> &r, const char *p, int soff) {
     r.q = kv_ldv<S, uint2>(p);
+    r.d = kv_ldv<S, __half>(p + soff);
+}
+template <bool S = false> static __device__ __forceinline__ void kv_load8(kv_raw8<kv_q4> &r, const char *p, int soff) {
+    r.q = kv_ldv<S, uint32_t>(p);
     r.d = kv_ldv<S, __half>(p + soff);
 }
 static __device__ __forceinline__ void kv_cvt8(const kv_raw8<float> &r, float *x) {
@@ -119,6 +153,18 @@ static __device__ __forceinline__ void kv_cvt8(const kv_raw8<kv_q8> &r, float *x
     for (int i = 0; i < 8; i++) {
         const uint32_t bits = __byte_perm(w[i / 4], 0x4B000000u, 0x7540u | (uint32_t)(i % 4));
         x[i] = (__uint_as_float(bits) - 8388736.0f) * d;
+    }
+}
+/* q4_0 the same way: one shift and mask put the codes of elements 2i and 2i + 1 in the low bits
+ * of the word's halves (kv_format.h's order), each becomes the low mantissa bits of 2^23, minus
+ * 2^23 + 8 gives code - 8 exactly, times the scale exactly. */
+static __device__ __forceinline__ void kv_cvt8(const kv_raw8<kv_q4> &r, float *x) {
+    const float d = __half2float(r.d);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t t = (r.q >> (4 * i)) & 0x000F000Fu;
+        x[2 * i] = (__uint_as_float(0x4B000000u | (t & 0xFFFFu)) - 8388616.0f) * d;
+        x[2 * i + 1] = (__uint_as_float(0x4B000000u | (t >> 16)) - 8388616.0f) * d;
     }
 }
 
@@ -176,6 +222,34 @@ static __device__ __forceinline__ void kv_store8(char *p, int, const kv_raw8<flo
 static __device__ __forceinline__ void kv_store8(char *p, int, const kv_raw8<__half> &r, bool) { kv_store8((__half *)p, r); }
 static __device__ __forceinline__ void kv_store8(char *p, int soff, const kv_raw8<kv_q8> &r, bool scale_lane) {
     *(uint2 *)p = r.q;
+    if (scale_lane) *(__half *)(p + soff) = r.d;
+}
+/* q4_0: kv_pack8's q8_0 contract (4 consecutive lanes of 8 elements per block), with the q4_0 rule
+ * of kv_quant.cuh (the first element of the largest |x| over the lanes in element order). */
+static __device__ __forceinline__ void kv_pack8(kv_raw8<kv_q4> &r, const float *x) {
+    const int li = (int)(threadIdx.x % 4u);
+    kvq4_max c = {-1.0f, 0.0f, 0};
+    int bad = 0;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const kvq4_max o = {fabsf(x[e]), x[e], 8 * li + e};
+        if (o.a > c.a) c = o;
+        bad |= kvq_nonfinite(x[e]);
+    }
+    for (int off = 1; off < 4; off <<= 1) {
+        const kvq4_max o = {RF_SHFL_XOR(c.a, off), RF_SHFL_XOR(c.m, off), RF_SHFL_XOR(c.i, off)};
+        if (kvq4_better(c, o)) c = o;
+        bad |= RF_SHFL_XOR(bad, off);
+    }
+    const kvq_scale sc = kvq4_scale_of(c.a, c.m, bad);
+    uint32_t w = 0u;
+#pragma unroll
+    for (int e = 0; e < 8; e++) w |= kvq4_code(x[e], sc) << kvq4_shift(e);
+    r.q = w;
+    r.d = __ushort_as_half(sc.bits);
+}
+static __device__ __forceinline__ void kv_store8(char *p, int soff, const kv_raw8<kv_q4> &r, bool scale_lane) {
+    *(uint32_t *)p = r.q;
     if (scale_lane) *(__half *)(p + soff) = r.d;
 }
 
@@ -276,6 +350,10 @@ static int invalid_value(void) {
 /* The same for q8_0 caches (-D to experiment). */
 #ifndef DEC_U_Q8
 #define DEC_U_Q8 4 /* 8 took 128 registers in the 7B instance (one block fewer per SM): 7B at 32k positions 135 -> 126 us per layer with 4 */
+#endif
+/* The same for q4_0 caches (a position's codes are one word per lane; -D to experiment). */
+#ifndef DEC_U_Q4
+#define DEC_U_Q4 8
 #endif
 #define DEC_MAX_WARPS (DEC_THREADS / 32) /* the smallest warp size any target has is 32 */
 
@@ -400,7 +478,7 @@ template <typename T, int GB, bool VEC, int LP, bool RK>
 static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_attn_args a, int n_chunks, float *part,
                                                                       int *counters) {
     RF_STAMPS_BEGIN;
-    constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : kv_fmt<T>::Q8 ? DEC_U_Q8 : DEC_U_SMALL;
+    constexpr int U = GB >= 8 ? 2 : GB >= 4 ? 4 : kv_fmt<T>::Q8 ? DEC_U_Q8 : kv_fmt<T>::Q4 ? DEC_U_Q4 : DEC_U_SMALL;
     extern __shared__ float dsm[];
     const int hd = a.head_dim, kv_dim = a.n_kv_head * hd, G = a.n_head / a.n_kv_head;
     const int chunk = blockIdx.x % n_chunks, tg_ = blockIdx.x / n_chunks;
@@ -418,12 +496,12 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     constexpr bool fr = RK && VEC; /* an instance of its own: the plain kernel stays as it was */
     const bool own = fr && pb < pe_all && pe_all == n_pos;
     const int pe = own ? pe_all - 1 : pe_all;
-    /* row r of a cache starts r * rs elements of T in (kv_dim for the float formats: the same
+    /* row r of a cache starts r * rs units of T in (kv_dim for the float formats: the same
      * address arithmetic as before the q8_0 format, whose registers the loop is tuned to) */
     const int rs = kv_fmt<T>::row_bytes(kv_dim) / (int)sizeof(T);
     const int soff = kv_fmt<T>::scale_off(kv_dim, g * hd + d0);
-    const T *kbase = (const T *)a.k_cache + (int64_t)g * hd + d0;
-    const T *vbase = (const T *)a.v_cache + (int64_t)g * hd + d0;
+    const T *kbase = (const T *)a.k_cache + kv_fmt<T>::elems((int64_t)g * hd + d0);
+    const T *vbase = (const T *)a.v_cache + kv_fmt<T>::elems((int64_t)g * hd + d0);
     __shared__ float rope_cs[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1], rope_sn[fr ? RF_GPU_ATTN_MAX_HEAD_DIM / 2 : 1];
     if (counters) rf_grid_dep_launch(); /* fused: the output projection may start loading its weights */
     /* the first slots (block table: written before the step) and the rotation table (position:
@@ -436,8 +514,8 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
      * the plain instance: there the prefetch raised registers 96 -> 109, fewer blocks and splits
      * fit, and 7B Q4_K_M at 32k positions fell 160 -> 147 t/s. */
     if (fr && pb + warp * ws + lane < pe) {
-        dec_prefetch_l2(kv_at<T>(a.k_cache, slot_next, kv_dim, g * hd), hd * (int)sizeof(T));
-        dec_prefetch_l2(kv_at<T>(a.v_cache, slot_next, kv_dim, g * hd), hd * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.k_cache, slot_next, kv_dim, g * hd), kv_fmt<T>::elems(hd) * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.v_cache, slot_next, kv_dim, g * hd), kv_fmt<T>::elems(hd) * (int)sizeof(T));
     }
     if (fr)
         for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
@@ -485,7 +563,7 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
         kv_cvt8(kr, k8);
         kv_cvt8(vr, v8);
         if (sg == 0 && d0 < hd && chunk == 0) { /* every head chunk of the group computes the row */
-            const int64_t row = (int64_t)a.slot[t] * rs + (int64_t)g * hd + d0;
+            const int64_t row = (int64_t)a.slot[t] * rs + kv_fmt<T>::elems((int64_t)g * hd + d0);
             kv_store8((char *)((T *)a.k_cache + row), soff, kr, li % 4 == 0);
             kv_store8((char *)((T *)a.v_cache + row), soff, vr, li % 4 == 0);
         }
@@ -528,10 +606,8 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 #pragma unroll
                     for (int e = 0; e < 8; e++) {
                         const bool in = ok[u] && d0 + e < hd;
-                        const int64_t o = (int64_t)sl * rs + e;
-                        const int so = kv_fmt<T>::scale_off(kv_dim, g * hd + d0 + e);
-                        kx[VEC ? 0 : u][e] = in ? kv_ld1<T>((const char *)(kbase + o), so) : 0.0f;
-                        vx[VEC ? 0 : u][e] = in ? kv_ld1<T>((const char *)(vbase + o), so) : 0.0f;
+                        kx[VEC ? 0 : u][e] = in ? kv_get1<T>(a.k_cache, sl, kv_dim, g * hd + d0 + e) : 0.0f;
+                        vx[VEC ? 0 : u][e] = in ? kv_get1<T>(a.v_cache, sl, kv_dim, g * hd + d0 + e) : 0.0f;
                     }
                 }
             }
@@ -746,6 +822,7 @@ static int dec_resident_gb(int gb, int hd) {
 
 static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
     if (kv_type == RF_TYPE_Q8_0) return rk ? dec_resident_gb<kv_q8, true>(gb, hd) : dec_resident_gb<kv_q8, false>(gb, hd);
+    if (kv_type == RF_TYPE_Q4_0) return rk ? dec_resident_gb<kv_q4, true>(gb, hd) : dec_resident_gb<kv_q4, false>(gb, hd);
     if (kv_type == RF_TYPE_F16) return rk ? dec_resident_gb<__half, true>(gb, hd) : dec_resident_gb<__half, false>(gb, hd);
     return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
@@ -822,7 +899,7 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     if (a->tc || a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
-    if (a->kv_type == RF_TYPE_Q8_0 && hd % 32) return 0;
+    if ((a->kv_type == RF_TYPE_Q8_0 || a->kv_type == RF_TYPE_Q4_0) && hd % 32) return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
     const int n_rot = rope->n_rot;
     if (n_rot <= 0 || n_rot > hd || n_rot % 2 || (rope->mode == RF_ROPE_NEOX && n_rot % 16)) return 0;
@@ -843,8 +920,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     if (n_split > 4096) n_split = 4096; /* the combine kernel keeps n_split weights in shared memory */
     gpuStream_t st = (gpuStream_t)stream;
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
-    /* q8_0: head_dim % 32 == 0 and 16-byte aligned caches (kv_format.h's rows): vector loads only */
-    if (a->kv_type == RF_TYPE_Q8_0 && (!vec || a->head_dim % 32)) return invalid_value();
+    /* q8_0, q4_0: head_dim % 32 == 0 and 16-byte aligned caches (kv_format.h's rows): vector loads only */
+    if ((a->kv_type == RF_TYPE_Q8_0 || a->kv_type == RF_TYPE_Q4_0) && (!vec || a->head_dim % 32)) return invalid_value();
     /* one launch (the last split block of each group combines) where the counters and one
      * thread's loop over the splits suffice; else a combine kernel. Always the combine kernel
      * after the tensor-core kernel: its blocks serve a whole group (G * head_dim outputs for the
@@ -861,6 +938,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
     int rc = a->tc ? dec_tc_launch(st, a, n_split, part)
              : a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
              : a->kv_type == RF_TYPE_Q8_0 ? dec_launch_t<kv_q8>(st, a, n_split, part, counters, vec)
+             : a->kv_type == RF_TYPE_Q4_0 ? dec_launch_t<kv_q4>(st, a, n_split, part, counters, vec)
                                           : dec_launch_t<float>(st, a, n_split, part, counters, vec);
     if (rc || fused) return rc;
     attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
@@ -937,9 +1015,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_tile_kernel(rf_gpu_at
                 const int j = i / hd, d = i % hd, p = p0 + j;
                 if (p <= maxp) {
                     const int64_t sl = att_slot(bt, a.block_size, p);
-                    const int so = kv_fmt<T>::scale_off(kv_dim, g * hd + d);
-                    k_s[j * (hd + 1) + d] = kv_ld1<T>(kv_at<T>(a.k_cache, sl, kv_dim, g * hd + d), so);
-                    v_s[j * hd + d] = kv_ld1<T>(kv_at<T>(a.v_cache, sl, kv_dim, g * hd + d), so);
+                    k_s[j * (hd + 1) + d] = kv_get1<T>(a.k_cache, sl, kv_dim, g * hd + d);
+                    v_s[j * hd + d] = kv_get1<T>(a.v_cache, sl, kv_dim, g * hd + d);
                 }
             }
             if (threadIdx.x < ATT_BQ) {
@@ -1089,6 +1166,23 @@ static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<kv_q8> &r) {
     uint32_t o[4];
     q8_h4(r.q.x, d2, o[0], o[1]);
     q8_h4(r.q.y, d2, o[2], o[3]);
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+/* q4_0 in half arithmetic: the word's eight codes (kv_format.h's order) to four half2 words (w[i]:
+ * elements 2i, 2i + 1), each code as the low mantissa bits of 1024 (one shift, one and-or), minus
+ * 1032 gives code - 8 exactly, times the scale d2 gives the exact product rounded once. */
+static __device__ __forceinline__ void q4_h8(uint32_t codes, __half2 d2, uint32_t *w) {
+    const __half2 off = __float2half2_rn(1032.0f);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t t = ((codes >> (4 * i)) & 0x000F000Fu) | 0x64006400u;
+        const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&t), off), d2);
+        w[i] = *reinterpret_cast<const uint32_t *>(&h);
+    }
+}
+static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<kv_q4> &r) {
+    uint32_t o[4];
+    q4_h8(r.q, __half2half2(r.d), o);
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
@@ -1303,7 +1397,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
 static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
 
 /* N consecutive cache elements of one row within one q8_0 block (N = 8, 16 or 32, the first a
- * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 as N codes (one load of
+ * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 (q4_0) as N codes (one load of
  * N bytes up to 16) and the block's scale (one load, not one per 8 elements). Streaming loads
  * (kv_ldv): the tensor-core decode runs at long contexts only. */
 template <typename T, int N> struct kv_piece {
@@ -1311,6 +1405,10 @@ template <typename T, int N> struct kv_piece {
 };
 template <int N> struct kv_piece<kv_q8, N> {
     uint32_t q[N / 4];
+    __half d;
+};
+template <int N> struct kv_piece<kv_q4, N> {
+    uint32_t q[N / 8];
     __half d;
 };
 template <typename T, int N>
@@ -1335,6 +1433,24 @@ static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q8, N> &x, cons
     }
     x.d = kv_ldv<true, __half>(p + kv_fmt<kv_q8>::scale_off(kv_dim, e));
 }
+template <int N>
+static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q4, N> &x, const void *cache, int slot, int kv_dim,
+                                                     int e) {
+    const char *p = kv_at<kv_q4>(cache, slot, kv_dim, e);
+    if (N == 8) {
+        x.q[0] = kv_ldv<true, uint32_t>(p);
+    } else if (N == 16) {
+        const uint2 v = kv_ldv<true, uint2>(p);
+        x.q[0] = v.x, x.q[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 32; i++) {
+            const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
+            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
+        }
+    }
+    x.d = kv_ldv<true, __half>(p + kv_fmt<kv_q4>::scale_off(kv_dim, e));
+}
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
 #pragma unroll
     for (int i = 0; i < N / 8; i++) kv_zero8(x.p[i]);
@@ -1342,6 +1458,11 @@ template <typename T, int N> static __device__ __forceinline__ void kv_piece_zer
 template <int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<kv_q8, N> &x) {
 #pragma unroll
     for (int i = 0; i < N / 4; i++) x.q[i] = 0u;
+    x.d = __float2half(0.0f);
+}
+template <int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<kv_q4, N> &x) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) x.q[i] = 0x88888888u;
     x.d = __float2half(0.0f);
 }
 /* The piece as N / 2 f16 pairs (element 2i in the low half of w[i]), rounded as kv_h8 rounds. */
@@ -1356,6 +1477,11 @@ template <int N> static __device__ __forceinline__ void kv_piece_h(const kv_piec
     const __half2 d2 = __half2half2(x.d);
 #pragma unroll
     for (int i = 0; i < N / 4; i++) q8_h4(x.q[i], d2, w[2 * i], w[2 * i + 1]);
+}
+template <int N> static __device__ __forceinline__ void kv_piece_h(const kv_piece<kv_q4, N> &x, uint32_t *w) {
+    const __half2 d2 = __half2half2(x.d);
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) q4_h8(x.q[i], d2, w + 4 * i);
 }
 
 /* One round of a warp: the K and V pieces its lane loads for NP = 16 * TU positions. */
@@ -1592,24 +1718,28 @@ typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
  * formats spill there and lose (1B f16 814 -> 783). f16 at head_dim 128 with 32 positions (255
  * registers, 2 blocks per SM as with 16): 8B-shaped file at 32k 293.1 -> 300.9; 64 positions at
  * head_dim 64 (two slots per lane) lost at 32k (1B f16 828.5 -> 818.0, q8_0 861.7 -> 818.3-824.5;
- * H200, docs/PERF.md). */
+ * H200, docs/PERF.md). q4_0 takes q8_0's rounds and caps (no spills; 32 positions at head_dim 128
+ * spilled 40 bytes at 3 blocks per SM). */
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
-    enum { Q8 = kv_fmt<T>::Q8 };
-    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, Q8 ? 4 : 1>;
+    enum { Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4 };
+    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, Q ? 4 : 1>;
     if constexpr (std::is_same<T, __half>::value) return attn_dec_mma_kernel<128, T, 2, 1>;
-    else return attn_dec_mma_kernel<128, T, 1, Q8 ? 3 : 1>;
+    else return attn_dec_mma_kernel<128, T, 1, Q ? 3 : 1>;
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
-    return kv_type == RF_TYPE_F16 ? dec_tc_kernel<__half>(hd) : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
-                                                                                          : dec_tc_kernel<float>(hd);
+    return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd)
+           : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
+           : kv_type == RF_TYPE_Q4_0 ? dec_tc_kernel<kv_q4>(hd)
+                                     : dec_tc_kernel<float>(hd);
 }
 #endif
 
 /* Blocks of attn_dec_mma_kernel resident per multiprocessor (occupancy calculator, cached). */
 static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
 #if RF_GPU_CUDA
-    static int cached[3][2][DM_MAX_G + 1];
-    const int ti = kv_type == RF_TYPE_F16 ? 0 : kv_type == RF_TYPE_Q8_0 ? 1 : 2, hi = hd == 128;
+    static int cached[4][2][DM_MAX_G + 1];
+    const int ti = kv_type == RF_TYPE_F16 ? 0 : kv_type == RF_TYPE_Q8_0 ? 1 : kv_type == RF_TYPE_Q4_0 ? 3 : 2;
+    const int hi = hd == 128;
     if (G < 1 || G > DM_MAX_G) return 1;
     if (!cached[ti][hi][G]) {
         int n = 0;
@@ -1674,9 +1804,10 @@ static int prefill_launch(gpuStream_t st, const rf_gpu_attn_args *a) {
 extern "C" int rf_gpu_attention_prefill(void *stream, const rf_gpu_attn_args *a) {
     if (a->n_tokens <= 0) return 0;
     if (bad_kv_type(a->kv_type)) return invalid_value();
-    if (a->kv_type == RF_TYPE_Q8_0 && a->head_dim % 32) return invalid_value();
+    if ((a->kv_type == RF_TYPE_Q8_0 || a->kv_type == RF_TYPE_Q4_0) && a->head_dim % 32) return invalid_value();
     return a->kv_type == RF_TYPE_F16    ? prefill_launch<__half>((gpuStream_t)stream, a)
            : a->kv_type == RF_TYPE_Q8_0 ? prefill_launch<kv_q8>((gpuStream_t)stream, a)
+           : a->kv_type == RF_TYPE_Q4_0 ? prefill_launch<kv_q4>((gpuStream_t)stream, a)
                                         : prefill_launch<float>((gpuStream_t)stream, a);
 }
 

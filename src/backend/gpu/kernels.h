@@ -31,17 +31,17 @@ int rf_gpu_rmsnorm(void *stream, float *x, const float *residual, const float *w
 
 /* rope.cu: rotates q and k of each token (rf_rope), then stores k and v rows at slot[t] of the
  * caches (k_cache / v_cache may be NULL: rotate only) in the row format of kv_type (RF_TYPE_F32,
- * RF_TYPE_F16 rounded to nearest even, or RF_TYPE_Q8_0 with n_kv_head * head_dim % 32 == 0, byte
- * for byte as core/kv_format.h's rf_kv_write_row; anything else: invalid-value error, nothing
- * launched). */
+ * RF_TYPE_F16 rounded to nearest even, or RF_TYPE_Q8_0 / RF_TYPE_Q4_0 with n_kv_head * head_dim %
+ * 32 == 0, byte for byte as core/kv_format.h's rf_kv_write_row; anything else: invalid-value
+ * error, nothing launched). */
 int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot, const rf_rope *rope,
                          int n_head, int n_kv_head, int head_dim, float *q, float *k, const float *v,
                          void *k_cache, void *v_cache, uint32_t kv_type);
 
 /* attention.cu */
 /* k_cache / v_cache: one layer, [n_slots] rows of n_kv_head * head_dim elements in the row format
- * of kv_type (RF_TYPE_F32, RF_TYPE_F16, or RF_TYPE_Q8_0 with head_dim % 32 == 0 and 16-byte
- * aligned caches; backend.h's layout, core/kv_format.h). The launchers return an invalid-value
+ * of kv_type (RF_TYPE_F32, RF_TYPE_F16, or RF_TYPE_Q8_0 / RF_TYPE_Q4_0 with head_dim % 32 == 0
+ * and 16-byte aligned caches; backend.h's layout, core/kv_format.h). The launchers return an invalid-value
  * error for another type. */
 typedef struct {
     int n_tokens, n_head, n_kv_head, head_dim;

@@ -4,7 +4,7 @@
 #include "core/kv_format.h"
 #include "gpu_port.h"
 #include "kernels.h"
-#include "kv_q8.cuh"
+#include "kv_quant.cuh"
 #include "rope_device.cuh"
 
 /* rope_store_kv_kernel: grid (n_tokens, ceil((n_head + n_kv_head) / ROPE_HPB)); block (t, y)
@@ -13,7 +13,8 @@
  *   v: [n_tokens][n_kv_head * head_dim]; k_cache, v_cache: [n_slots][n_kv_head * head_dim] of
  *   T (float, or __half written with __float2half_rn: round to nearest even, overflow to inf, NaN
  *   stays NaN, as the CPU's rf_fp32_to_fp16), row slot[t] receives token t's rotated k and its v
- *   (skipped when k_cache is NULL; q8_0 caches are written by kv_store_q8_kernel after it).
+ *   (skipped when k_cache is NULL; q8_0 and q4_0 caches are written by kv_store_q8_kernel /
+ *   kv_store_q4_kernel after it).
  * Pair i (< n_rot/2) of every head is rotated by theta = pos[t] * freq_scale * base^(-2i/n_rot)
  * / freq_factors[i]: NORMAL pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2); dims >= n_rot pass
  * through. base^(-2i/n_rot) and sin/cos are evaluated in f64 and rounded to f32 (the CPU's
@@ -115,6 +116,38 @@ static __global__ void __launch_bounds__(KVQ_THREADS)
     kvq_block(v[(int64_t)t * kv_dim + e], e, kv_dim, v_cache + row);
 }
 
+/* kv_store_q4_kernel: kv_store_q8_kernel's grid and contract for the q4_0 caches (core/kv_format.h:
+ * codes packed eight to a little-endian word at byte e / 2, the binary16 scale of block b at byte
+ * kv_dim / 2 + 2b), with rf_kv_write_row's q4_0 operations: m = the first element of the largest
+ * |x|, d = m / -8, its binary16 rounding, id = 1 / d, min(15, (int)(x * id + 8.5f)); a block with a
+ * non-finite element or an overflowing scale: codes 8, d = NaN. The eight lanes of a word OR their
+ * codes together (xor-shuffles within the aligned group of 8); its first lane stores it. */
+static __device__ __forceinline__ void kvq4_block(float x, int e, int kv_dim, uint8_t *row) {
+    kvq4_max c = {fabsf(x), x, e % 32};
+    int bad = kvq_nonfinite(x);
+    for (int off = 16; off > 0; off >>= 1) {
+        const kvq4_max o = {RF_SHFL_XOR(c.a, off), RF_SHFL_XOR(c.m, off), RF_SHFL_XOR(c.i, off)};
+        if (kvq4_better(c, o)) c = o;
+        bad |= RF_SHFL_XOR(bad, off);
+    }
+    const kvq_scale sc = kvq4_scale_of(c.a, c.m, bad);
+    uint32_t w = kvq4_code(x, sc) << kvq4_shift(e % 8);
+    for (int off = 1; off < 8; off <<= 1) w |= RF_SHFL_XOR(w, off);
+    if (e % 8 == 0) *(uint32_t *)(row + e / 2) = w;
+    if (e % 32 == 0) *(unsigned short *)(row + kv_dim / 2 + e / 16) = sc.bits;
+}
+static __global__ void __launch_bounds__(KVQ_THREADS)
+    kv_store_q4_kernel(const int32_t *slot, int kv_dim, int64_t rb, const float *k, const float *v, uint8_t *k_cache,
+                       uint8_t *v_cache) {
+    const int t = blockIdx.x, e = blockIdx.y * blockDim.x + threadIdx.x;
+    rf_grid_dep_launch();
+    const int64_t row = (int64_t)slot[t] * rb;
+    rf_grid_dep_wait();
+    if (e >= kv_dim) return;
+    kvq4_block(k[(int64_t)t * kv_dim + e], e, kv_dim, k_cache + row);
+    kvq4_block(v[(int64_t)t * kv_dim + e], e, kv_dim, v_cache + row);
+}
+
 extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const int32_t *slot,
                                     const rf_rope *rope, int n_head, int n_kv_head, int head_dim, float *q, float *k,
                                     const float *v, void *k_cache, void *v_cache, uint32_t kv_type) {
@@ -129,8 +162,8 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
     }
     dim3 grid((unsigned)n_tokens, (unsigned)((n_head + n_kv_head + ROPE_HPB - 1) / ROPE_HPB));
     gpuError_t err;
-    /* q8_0: rotate only, then quantize the rotated k and v rows per 32 elements into the caches */
-    const bool q8 = kv_type == RF_TYPE_Q8_0;
+    /* q8_0 / q4_0: rotate only, then quantize the rotated k and v rows per 32 elements into the caches */
+    const bool quant = kv_type == RF_TYPE_Q8_0 || kv_type == RF_TYPE_Q4_0;
     if (kv_type == RF_TYPE_F16) {
         void (*fn)(const int32_t *, const int32_t *, int, int, float, float, const float *, int, int, int, float *,
                    float *, const float *, __half *, __half *) = rope_store_kv_kernel<__half>;
@@ -142,11 +175,11 @@ extern "C" int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *p
                    float *, const float *, float *, float *) = rope_store_kv_kernel<float>;
         RF_LAUNCH_PDL(err, fn, grid, dim3(256), 0, (gpuStream_t)stream, pos, slot, rope->mode, rope->n_rot, rope->base,
                       rope->freq_scale, rope->freq_factors, n_head, n_kv_head, head_dim, q, k, v,
-                      q8 ? NULL : (float *)k_cache, q8 ? NULL : (float *)v_cache);
+                      quant ? NULL : (float *)k_cache, quant ? NULL : (float *)v_cache);
     }
-    if (err == gpuSuccess && q8 && k_cache) {
+    if (err == gpuSuccess && quant && k_cache) {
         void (*fq)(const int32_t *, int, int64_t, const float *, const float *, uint8_t *, uint8_t *) =
-            kv_store_q8_kernel;
+            kv_type == RF_TYPE_Q4_0 ? kv_store_q4_kernel : kv_store_q8_kernel;
         const int64_t rb = (int64_t)rf_kv_row_bytes(kv_type, kv_dim);
         dim3 gq((unsigned)n_tokens, (unsigned)((kv_dim + KVQ_THREADS - 1) / KVQ_THREADS));
         RF_LAUNCH_PDL(err, fq, gq, dim3(KVQ_THREADS), 0, (gpuStream_t)stream, slot, kv_dim, rb, k, v,
