@@ -1368,7 +1368,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
  * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
  * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of
- * group g (2 <= G <= 16) for token t and the positions of split s as attn_dec_kernel does
+ * group g (2 <= G <= 16; G = 1 for q4_0 caches) for token t and the positions of split s as attn_dec_kernel does
  * ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos = pos[t] + 1 read on
  * the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of that range. Per
  * round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16 positions (rows:
@@ -1689,8 +1689,11 @@ static int dec_tc_mode(void) {
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type) {
 #if RF_GPU_CUDA
     if (n_kv_head <= 0 || n_head % n_kv_head || bad_kv_type(kv_type)) return 0;
+    /* one head per KV head (MHA) only for q4_0: there the mma's half arithmetic beat the f32 loop's
+     * per-element widening (7B Q4_K_M file, H100: 307 -> 316 t/s at 8k positions, 171 -> 181 at
+     * 32k), while f16 and q8_0 caches lost 1% and 4-9% (docs/PERF.md, twenty-second session) */
     const int G = n_head / n_kv_head;
-    return attn_cc_major() >= 8 && (hd == 64 || hd == 128) && G >= 2 && G <= DM_MAX_G;
+    return attn_cc_major() >= 8 && (hd == 64 || hd == 128) && (G >= 2 || kv_type == RF_TYPE_Q4_0) && G <= DM_MAX_G;
 #else
     (void)n_head, (void)n_kv_head, (void)hd, (void)kv_type;
     return 0;
