@@ -4,16 +4,15 @@
 #ifndef RF_KV_QUANT_CUH
 #define RF_KV_QUANT_CUH
 
-/* A block's scale from the largest |x| of its 32 elements and whether one was inf / NaN:
- * d = amax / 127 rounded to binary16 (bits), id = 1 / d in f32 (0 for an all-zero block); a
- * non-finite element or a scale that overflows binary16 makes the block bad (NaN scale, codes 0). */
+/* A block's scale: the f32 scale dq rounded to binary16 (bits), id = 1 / dq in f32 (0 for dq = 0);
+ * a non-finite element (bad) or a scale that overflows binary16 makes the block bad (NaN scale;
+ * codes 0 for q8_0, 8 for q4_0). */
 struct kvq_scale {
     float id;
     unsigned short bits;
     bool bad;
 };
-static __device__ __forceinline__ kvq_scale kvq_scale_of(float amax, int bad) {
-    const float dq = amax / 127.0f;
+static __device__ __forceinline__ kvq_scale kvq_scale_from(float dq, int bad) {
     const __half dh = __float2half_rn(dq);
     kvq_scale s;
     s.bad = bad || !(fabsf(__half2float(dh)) <= 65504.0f);
@@ -21,6 +20,8 @@ static __device__ __forceinline__ kvq_scale kvq_scale_of(float amax, int bad) {
     s.bits = s.bad ? (unsigned short)0x7e00u : __half_as_ushort(dh);
     return s;
 }
+/* q8_0: dq = amax / 127 from the largest |x| of the block's 32 elements. */
+static __device__ __forceinline__ kvq_scale kvq_scale_of(float amax, int bad) { return kvq_scale_from(amax / 127.0f, bad); }
 /* The code of element x: roundf(x * id) (half away from zero) clamped to +-127; 0 in a bad block. */
 static __device__ __forceinline__ uint8_t kvq_code(float x, const kvq_scale &s) {
     const float r = roundf(x * s.id);
@@ -28,7 +29,6 @@ static __device__ __forceinline__ uint8_t kvq_code(float x, const kvq_scale &s) 
 }
 /* Whether |x| is inf or NaN. */
 static __device__ __forceinline__ int kvq_nonfinite(float x) { return !(fabsf(x) <= 3.402823466e38f); }
-
 
 /* q4_0. The block's m (the element of the largest |x|, the first on ties) is found by a
  * reduction over (|x|, index, x); kvq4_better says whether candidate b replaces a. */
@@ -39,16 +39,9 @@ struct kvq4_max {
 static __device__ __forceinline__ bool kvq4_better(const kvq4_max &a, const kvq4_max &b) {
     return b.a > a.a || (b.a == a.a && b.i < a.i);
 }
-/* d = m / -8 (0 for an all-zero block) rounded to binary16, id = 1 / d in f32 (0 when d is 0); a
- * non-finite element or an overflowing scale makes the block bad (NaN scale, codes 8). */
+/* q4_0: dq = m / -8 (0 for an all-zero block). */
 static __device__ __forceinline__ kvq_scale kvq4_scale_of(float amax, float m, int bad) {
-    const float dq = amax > 0.0f ? m / -8.0f : 0.0f;
-    const __half dh = __float2half_rn(dq);
-    kvq_scale s;
-    s.bad = bad || !(fabsf(__half2float(dh)) <= 65504.0f);
-    s.id = dq != 0.0f ? 1.0f / dq : 0.0f;
-    s.bits = s.bad ? (unsigned short)0x7e00u : __half_as_ushort(dh);
-    return s;
+    return kvq_scale_from(amax > 0.0f ? m / -8.0f : 0.0f, bad);
 }
 /* The code of element x: v = x * id + 8.5f, product and sum each rounded (no FMA), clamped to
  * 0..15 in f32, then truncated; 8 in a bad block. */
