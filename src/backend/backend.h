@@ -80,8 +80,8 @@ typedef struct {
  * (slot, g, i) is element g * head_dim + i of row slot) in the row format of kv_type, and takes
  * rf_kv_row_bytes(kv_type, kv_dim) bytes (core/kv_format.h: f32, f16 as IEEE binary16 written
  * with round-to-nearest-even, q8_0: int8 codes and a binary16 scale per 32 elements, or q4_0:
- * 4-bit codes and a binary16 scale per 32 elements, rows padded to 16 bytes); all arithmetic on cached values is f32, on the exactly widened / scaled
- * element. The runtime places layer l at byte offset l * n_slots * row_bytes of one allocation,
+ * 4-bit codes and a binary16 scale per 32 elements, rows padded to 16 bytes); all arithmetic on
+ * cached values is f32, on the exactly widened / scaled element. The runtime places layer l at byte offset l * n_slots * row_bytes of one allocation,
  * n_slots a multiple of the block size (32), so each layer's cache is as aligned as the
  * allocation is (GPU kernels use 16-byte loads when head_dim is a multiple of 8 and fall back to
  * narrower ones otherwise). Slots nobody wrote may hold anything; only visible positions are

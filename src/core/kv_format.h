@@ -32,12 +32,12 @@
  *                 Element i reads as (float)(c[i] - 8) * fp16_to_fp32(d[i / 32]) (exact in f32).
  *                 Written per block of 32 (llama.cpp's Q4_0 rounding): m = the element of the
  *                 largest |x| (the first one on ties), d = m / -8 (f32; 0 when every element is
- *                 +-0), id = d != 0 ? 1 / d : 0,
- *                 c = min(15, (int)(x * id + 8.5f)) with the product and the sum each rounded to
- *                 f32 (no fused multiply-add) and the conversion truncating (the sum is clamped
- *                 to 0..15 in f32 first, so a scale whose reciprocal overflows gives defined
- *                 codes; they read as +-0, its binary16 scale being 0), stored scale = fp16(d). So m reads as -8 * d exactly and the codes span -8 .. 7 times d. The
- *                 non-finite rule is q8_0's: codes 8, d = NaN.
+ *                 +-0), id = d != 0 ? 1 / d : 0, c = min(15, (int)(x * id + 8.5f)) with the
+ *                 product and the sum each rounded to f32 (no fused multiply-add) and the
+ *                 conversion truncating (the sum is clamped to 0..15 in f32 first, so a scale
+ *                 whose reciprocal overflows gives defined codes; they read as +-0, its binary16
+ *                 scale being 0), stored scale = fp16(d). So m reads as -8 * d exactly and the
+ *                 codes span -8 .. 7 times d. The non-finite rule is q8_0's: codes 8, d = NaN.
  *
  * Every backend writes and reads exactly these bytes; the functions below are the reference
  * (the CPU backend's twins and the GPU tests' oracle). */

@@ -99,8 +99,8 @@ int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
 /* Decode on tensor cores (rf_gpu_attn_args.tc): 1 when it is the choice for a decode at about
  * n_pos positions of these shapes on the current device: CUDA sm_80+, head_dim 64 or 128, 2..16
- * query heads per KV head (1..16 with a q4_0 cache), and (the default mode 1) n_pos >= RF_GPU_ATTN_TC_MIN_POS, where it was
- * faster than the f32 kernels (docs/PERF.md). rf_gpu_attention_decode_tc sets the mode: 0 never,
+ * query heads per KV head (1..16 with a q4_0 cache), and (the default mode 1) n_pos >=
+ * RF_GPU_ATTN_TC_MIN_POS, where it was faster than the f32 kernels (docs/PERF.md). rf_gpu_attention_decode_tc sets the mode: 0 never,
  * 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the previous mode.
  * Not thread-safe (a process-wide switch for tests and benchmarks). */
 #define RF_GPU_ATTN_TC_MIN_POS 4096
