@@ -50,7 +50,9 @@ void rf_kv_q8_block(const float *x, int8_t *q, uint16_t *d) {
     const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
     for (int i = 0; i < RF_KV_Q8_BLOCK; i++) {
         const float r = roundf(x[i] * id);
-        q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+        /* r is NaN only for 0 times an id that overflowed (amax below ~4e-36): code 0, as the
+         * GPU's conversion gives, without converting a NaN (undefined in C) */
+        q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? (int)r : 0);
     }
     *d = dh;
 }
