@@ -87,8 +87,9 @@ template <typename T> static __device__ __forceinline__ float kv_get1(const void
     return kv_ld1<T>(kv_at<T>(cache, slot, kv_dim, e), kv_fmt<T>::scale_off(kv_dim, e), e);
 }
 /* Eight consecutive elements in their stored form (one 16-byte load for f16, two for f32, an
- * 8-byte load and the block's scale for q8_0; p aligned to 16 bytes, 8 for q8_0; the eight share
- * one q8_0 block), widened by kv_cvt8 when used, so several loads can be in flight first. */
+ * 8-byte load and the block's scale for q8_0, a 4-byte one and the scale for q4_0; p aligned to
+ * 16 bytes, 8 for q8_0, 4 for q4_0; the eight share one block), widened by kv_cvt8 when used, so
+ * several loads can be in flight first. */
 template <typename T> struct kv_raw8;
 template <> struct kv_raw8<float> { float4 a, b; };
 template <> struct kv_raw8<__half> { uint4 u; };
@@ -1368,9 +1369,9 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
  * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
  * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of
- * group g (2 <= G <= 16; G = 1 for q4_0 caches) for token t and the positions of split s as attn_dec_kernel does
- * ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos = pos[t] + 1 read on
- * the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of that range. Per
+ * group g (2 <= G <= 16; G = 1 too for q4_0 caches) for token t and the positions of split s as
+ * attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
+ * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of that range. Per
  * round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16 positions (rows:
  * the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k: head dims), one
  * online-softmax step per row over the round's NP positions in base 2 (scale * log2 e folded in),
