@@ -1397,74 +1397,54 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
 #define DM_MAX_G 16
 static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
 
-/* N consecutive cache elements of one row within one q8_0 block (N = 8, 16 or 32, the first a
- * multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 (q4_0) as N codes (one load of
- * N bytes up to 16) and the block's scale (one load, not one per 8 elements). Streaming loads
- * (kv_ldv): the tensor-core decode runs at long contexts only. */
+/* N consecutive cache elements of one row within one quantized block (N = 8, 16 or 32, the first
+ * a multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 and q4_0 as their N
+ * codes (one load of the N or N / 2 bytes, up to 16 per load) and the block's scale (one load,
+ * not one per 8 elements). Streaming loads (kv_ldv): the tensor-core decode runs at long
+ * contexts only. */
 template <typename T, int N> struct kv_piece {
     kv_raw8<T> p[N / 8];
 };
-template <int N> struct kv_piece<kv_q8, N> {
-    uint32_t q[N / 4];
+template <typename Q, int N> struct kv_piece_q {
+    uint32_t q[N / (kv_fmt<Q>::Q4 ? 8 : 4)]; /* the codes' 32-bit words */
     __half d;
 };
-template <int N> struct kv_piece<kv_q4, N> {
-    uint32_t q[N / 8];
-    __half d;
-};
+template <int N> struct kv_piece<kv_q8, N> : kv_piece_q<kv_q8, N> {};
+template <int N> struct kv_piece<kv_q4, N> : kv_piece_q<kv_q4, N> {};
 template <typename T, int N>
 static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
+    if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4) {
+        constexpr int W = sizeof x.q / 4;
+        const char *p = kv_at<T>(cache, slot, kv_dim, e);
+        if (W == 1) {
+            x.q[0] = kv_ldv<true, uint32_t>(p);
+        } else if (W == 2) {
+            const uint2 v = kv_ldv<true, uint2>(p);
+            x.q[0] = v.x, x.q[1] = v.y;
+        } else {
 #pragma unroll
-    for (int i = 0; i < N / 8; i++)
-        kv_load8<true>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
-}
-template <int N>
-static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q8, N> &x, const void *cache, int slot, int kv_dim,
-                                                     int e) {
-    const char *p = kv_at<kv_q8>(cache, slot, kv_dim, e);
-    if (N == 8) {
-        const uint2 v = kv_ldv<true, uint2>(p);
-        x.q[0] = v.x, x.q[1] = v.y;
+            for (int i = 0; i < W / 4; i++) {
+                const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
+                x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
+            }
+        }
+        x.d = kv_ldv<true, __half>(p + kv_fmt<T>::scale_off(kv_dim, e));
     } else {
 #pragma unroll
-        for (int i = 0; i < N / 16; i++) {
-            const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
-            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
-        }
+        for (int i = 0; i < N / 8; i++)
+            kv_load8<true>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
     }
-    x.d = kv_ldv<true, __half>(p + kv_fmt<kv_q8>::scale_off(kv_dim, e));
 }
-template <int N>
-static __device__ __forceinline__ void kv_piece_load(kv_piece<kv_q4, N> &x, const void *cache, int slot, int kv_dim,
-                                                     int e) {
-    const char *p = kv_at<kv_q4>(cache, slot, kv_dim, e);
-    if (N == 8) {
-        x.q[0] = kv_ldv<true, uint32_t>(p);
-    } else if (N == 16) {
-        const uint2 v = kv_ldv<true, uint2>(p);
-        x.q[0] = v.x, x.q[1] = v.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < N / 32; i++) {
-            const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
-            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
-        }
-    }
-    x.d = kv_ldv<true, __half>(p + kv_fmt<kv_q4>::scale_off(kv_dim, e));
-}
+/* Zeros (the positions past a split's end): float zeros, or codes read as zero with a zero scale. */
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
+    if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4) {
 #pragma unroll
-    for (int i = 0; i < N / 8; i++) kv_zero8(x.p[i]);
-}
-template <int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<kv_q8, N> &x) {
+        for (int i = 0; i < (int)(sizeof x.q / 4); i++) x.q[i] = kv_fmt<T>::Q4 ? 0x88888888u : 0u;
+        x.d = __float2half(0.0f);
+    } else {
 #pragma unroll
-    for (int i = 0; i < N / 4; i++) x.q[i] = 0u;
-    x.d = __float2half(0.0f);
-}
-template <int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<kv_q4, N> &x) {
-#pragma unroll
-    for (int i = 0; i < N / 8; i++) x.q[i] = 0x88888888u;
-    x.d = __float2half(0.0f);
+        for (int i = 0; i < N / 8; i++) kv_zero8(x.p[i]);
+    }
 }
 /* The piece as N / 2 f16 pairs (element 2i in the low half of w[i]), rounded as kv_h8 rounds. */
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_h(const kv_piece<T, N> &x, uint32_t *w) {
