@@ -519,6 +519,10 @@ static void test_attention(void) {
     int len15[] = {1203, 50}, tail15[] = {1, 1};
     attention_case("decode gqa16 hd64", 32, 2, 64, 16, len15, tail15, 2, 0);
     attention_case("decode gqa7 hd128", 14, 2, 128, 32, len15, tail15, 2, 0);
+    /* MHA at head dim 128 (the 7B shape's tensor-core decode with a q4_0 cache): one split's
+     * warps take 17 rounds of 16 positions, more than the K/V ring's stages, and a short one */
+    int len16[] = {1100, 40}, tail16[] = {1, 1};
+    attention_case("decode mha hd128", 8, 8, 128, 32, len16, tail16, 2, 0);
 }
 
 #if HAVE_GPU_BUILD

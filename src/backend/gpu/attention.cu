@@ -702,16 +702,70 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
 
 /* attn_combine_kernel: one block of COMB_THREADS per (token, head): merges the n_split partials,
  * out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s. An empty partial (m =
- * -inf, l = 0, acc = 0) gets weight 0; split 0 always holds position 0, so M is finite unless
- * every score was NaN (then the output is NaN, as on the CPU). The weights are computed once per
- * split into shared memory (dynamic: n_split floats). Then the block takes the output in passes
- * of COMB_COLS dimensions: thread (r, c) sums the splits r, r + COMB_ROWS, ... of dimension
- * d0 + c (independent loads, a few per thread rather than n_split in a chain), the COMB_ROWS
- * partial sums go through shared memory and row 0 adds them in order. */
+ * -inf, l = 0, acc = 0) gets weight 0; a NaN m or l makes the output NaN (as on the CPU). The
+ * block's threads are rows of hd (R = COMB_THREADS / hd rows; hd = 256: one): thread (r, d) merges
+ * dimension d of the splits r, r + R, ..., COMB_U of them per step, loading their m, l and acc
+ * together, into its own running (m, l, acc) (online softmax: one dependent load per COMB_U
+ * splits, none for the maximum first); then row 0 merges the R rows' states through shared memory.
+ * The earlier form took the maximum, then the weights, then the sums, each a round of loads after
+ * a barrier: ~10 dependent round trips, 8.7 us at 66 splits of the 1B shape (ncu, H200). */
 #define COMB_THREADS 256
+template <int COMB_U>
+static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
+                                                                           float *out, int8_t *xq, float2 *xd) {
+    rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
+    rf_grid_dep_wait();   /* the partials are complete */
+    __shared__ float st_m[COMB_THREADS], st_l[COMB_THREADS], st_a[COMB_THREADS];
+    const int th = blockIdx.x, stride = hd + 2, R = COMB_THREADS / hd;
+    const int r = threadIdx.x / hd, d = threadIdx.x % hd;
+    const float *p0 = part + (int64_t)th * n_split * stride;
+    float m = -INFINITY, l = 0.0f, acc = 0.0f;
+    if (r < R) {
+        for (int s0 = r; s0 < n_split; s0 += COMB_U * R) {
+            float ms[COMB_U], ls[COMB_U], as[COMB_U];
+#pragma unroll
+            for (int u = 0; u < COMB_U; u++) {
+                const int s = s0 + u * R;
+                const float *q = p0 + (int64_t)s * stride;
+                ms[u] = s < n_split ? q[0] : -INFINITY;
+                ls[u] = s < n_split ? q[1] : 0.0f;
+                as[u] = s < n_split ? q[2 + d] : 0.0f;
+            }
+            float mx = m;
+#pragma unroll
+            for (int u = 0; u < COMB_U; u++) mx = fmaxf(mx, ms[u]);
+            const float c = dec_scale(m, mx);
+            l *= c;
+            acc *= c;
+#pragma unroll
+            for (int u = 0; u < COMB_U; u++) {
+                const float w = dec_scale(ms[u], mx);
+                l += ls[u] * w;
+                acc += as[u] * w;
+            }
+            m = mx;
+        }
+    }
+    st_m[threadIdx.x] = m, st_l[threadIdx.x] = l, st_a[threadIdx.x] = acc;
+    __syncthreads();
+    if (r == 0) { /* whole warps (hd % 32 == 0 where xq is written): dec_quantize32's lanes */
+        float M = -INFINITY;
+        for (int i = 0; i < R; i++) M = fmaxf(M, st_m[i * hd + d]);
+        float L = 0.0f, A = 0.0f;
+        for (int i = 0; i < R; i++) {
+            const float w = dec_scale(st_m[i * hd + d], M);
+            L += st_l[i * hd + d] * w;
+            A += st_a[i * hd + d] * w;
+        }
+        out[(int64_t)th * hd + d] = A / L;
+        if (xq) dec_quantize32(A / L, (int64_t)th * hd + d, xq, xd);
+    }
+}
+
+/* (experiment: the previous form, RF_X_COMB=0) */
 #define COMB_COLS 32
 #define COMB_ROWS (COMB_THREADS / COMB_COLS)
-static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
+static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel_v0(const float *part, int n_split, int hd,
                                                                            float *out, int8_t *xq, float2 *xd) {
     rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
     extern __shared__ float wsm[];
@@ -847,6 +901,9 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
      * four (the combine's cost grows with the split count) */
     int64_t n = (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
+    static int x_split = -1; /* RF_X_TCSPLIT=k: k / 2 waves for the tensor-core kernel (experiment) */
+    if (x_split < 0) x_split = getenv("RF_X_TCSPLIT") ? atoi(getenv("RF_X_TCSPLIT")) : 2;
+    if (tc) n = n * x_split / 2;
     const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
@@ -942,8 +999,24 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
              : a->kv_type == RF_TYPE_Q4_0 ? dec_launch_t<kv_q4>(st, a, n_split, part, counters, vec)
                                           : dec_launch_t<float>(st, a, n_split, part, counters, vec);
     if (rc || fused) return rc;
-    attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
-        part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
+    static int x_comb = -1;
+    if (x_comb < 0) x_comb = !(getenv("RF_X_COMB") && atoi(getenv("RF_X_COMB")) == 0);
+    if (!x_comb)
+        attn_combine_kernel_v0<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
+            part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
+    else {
+        static int x_cu = -1, x_pdl = -1;
+        if (x_cu < 0) x_cu = getenv("RF_X_CU") ? atoi(getenv("RF_X_CU")) : 24;
+        if (x_pdl < 0) x_pdl = !(getenv("RF_X_PDLC") && atoi(getenv("RF_X_PDLC")) == 0);
+        void (*fn)(const float *, int, int, float *, int8_t *, float2 *) = x_cu == 16 ? attn_combine_kernel<16> : attn_combine_kernel<24>;
+        const dim3 grid((unsigned)(a->n_tokens * a->n_head)), block(COMB_THREADS);
+        if (x_pdl) {
+            gpuError_t err;
+            RF_LAUNCH_PDL(err, fn, grid, block, 0, st, (const float *)part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
+            return (int)err;
+        }
+        fn<<<grid, block, 0, st>>>(part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
+    }
     return (int)gpuGetLastError();
 }
 
@@ -1613,6 +1686,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         dm_load(cur, a, p0, pe, sl, kv_dim, ek, ev);
         dm_round<HD, T, TU>(st, cur, qa, p0, pe, sl2);
     }
+    rf_grid_dep_launch(); /* the combine kernel may start launching (it waits for this grid) */
     st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 1);
     st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 2);
     st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 1);
