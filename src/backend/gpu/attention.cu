@@ -710,11 +710,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
  * The earlier form took the maximum, then the weights, then the sums, each a round of loads after
  * a barrier: ~10 dependent round trips, 8.7 us at 66 splits of the 1B shape (ncu, H200). */
 #define COMB_THREADS 256
-template <int COMB_U>
+#define COMB_U 24
 static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
                                                                            float *out, int8_t *xq, float2 *xd) {
     rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
-    rf_grid_dep_wait();   /* the partials are complete */
     __shared__ float st_m[COMB_THREADS], st_l[COMB_THREADS], st_a[COMB_THREADS];
     const int th = blockIdx.x, stride = hd + 2, R = COMB_THREADS / hd;
     const int r = threadIdx.x / hd, d = threadIdx.x % hd;
@@ -759,52 +758,6 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
         }
         out[(int64_t)th * hd + d] = A / L;
         if (xq) dec_quantize32(A / L, (int64_t)th * hd + d, xq, xd);
-    }
-}
-
-/* (experiment: the previous form, RF_X_COMB=0) */
-#define COMB_COLS 32
-#define COMB_ROWS (COMB_THREADS / COMB_COLS)
-static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel_v0(const float *part, int n_split, int hd,
-                                                                           float *out, int8_t *xq, float2 *xd) {
-    rf_grid_dep_launch(); /* the output projection's matvec may start loading its weights */
-    extern __shared__ float wsm[];
-    __shared__ float red[RF_MAX_WARPS];
-    __shared__ float colsum[COMB_ROWS][COMB_COLS];
-    const int th = blockIdx.x, stride = hd + 2;
-    const float *p0 = part + (int64_t)th * n_split * stride;
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n_split; s += blockDim.x) mx = fmaxf(mx, p0[(int64_t)s * stride]);
-    const float M = rf_block_max(mx, red);
-    float ls = 0.0f;
-    for (int s = threadIdx.x; s < n_split; s += blockDim.x) {
-        const float w = expf(p0[(int64_t)s * stride] - M);
-        wsm[s] = w;
-        ls += p0[(int64_t)s * stride + 1] * w;
-    }
-    const float L = rf_block_sum(ls, red); /* ends with a barrier: wsm[] is complete */
-    const int c = threadIdx.x % COMB_COLS, r = threadIdx.x / COMB_COLS;
-    for (int d0 = 0; d0 < hd; d0 += COMB_COLS) {
-        const int d = d0 + c;
-        float v0 = 0.0f, v1 = 0.0f;
-        if (d < hd) {
-            const float *col = p0 + 2 + d;
-            int s = r;
-            for (; s + COMB_ROWS < n_split; s += 2 * COMB_ROWS) {
-                v0 += col[(int64_t)s * stride] * wsm[s];
-                v1 += col[(int64_t)(s + COMB_ROWS) * stride] * wsm[s + COMB_ROWS];
-            }
-            if (s < n_split) v0 += col[(int64_t)s * stride] * wsm[s];
-        }
-        colsum[r][c] = v0 + v1;
-        __syncthreads();
-        if (r == 0 && d < hd) { /* warp 0 (COMB_COLS = 32 lanes), one int8 block per pass */
-            float v = 0.0f;
-            for (int i = 0; i < COMB_ROWS; i++) v += colsum[i][c];
-            out[(int64_t)th * hd + d] = v / L;
-            if (xq) dec_quantize32(v / L, (int64_t)th * hd + d, xq, xd);
-        }
-        __syncthreads(); /* colsum is rewritten by the next pass */
     }
 }
 
@@ -901,9 +854,6 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
      * four (the combine's cost grows with the split count) */
     int64_t n = (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
-    static int x_split = -1; /* RF_X_TCSPLIT=k: k / 2 waves for the tensor-core kernel (experiment) */
-    if (x_split < 0) x_split = getenv("RF_X_TCSPLIT") ? atoi(getenv("RF_X_TCSPLIT")) : 2;
-    if (tc) n = n * x_split / 2;
     const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
@@ -975,7 +925,7 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
         a->head_dim > RF_GPU_ATTN_MAX_HEAD_DIM || a->head_dim <= 0)
         return invalid_value();
     if (n_split < 1) n_split = 1;
-    if (n_split > 4096) n_split = 4096; /* the combine kernel keeps n_split weights in shared memory */
+    if (n_split > 4096) n_split = 4096; /* a sanity cap: the backend asks for at most 256 */
     gpuStream_t st = (gpuStream_t)stream;
     const bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16 == 0;
     /* q8_0, q4_0: head_dim % 32 == 0 and 16-byte aligned caches (kv_format.h's rows): vector loads only */
@@ -999,24 +949,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
              : a->kv_type == RF_TYPE_Q4_0 ? dec_launch_t<kv_q4>(st, a, n_split, part, counters, vec)
                                           : dec_launch_t<float>(st, a, n_split, part, counters, vec);
     if (rc || fused) return rc;
-    static int x_comb = -1;
-    if (x_comb < 0) x_comb = !(getenv("RF_X_COMB") && atoi(getenv("RF_X_COMB")) == 0);
-    if (!x_comb)
-        attn_combine_kernel_v0<<<a->n_tokens * a->n_head, COMB_THREADS, sizeof(float) * (size_t)n_split, st>>>(
-            part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
-    else {
-        static int x_cu = -1, x_pdl = -1;
-        if (x_cu < 0) x_cu = getenv("RF_X_CU") ? atoi(getenv("RF_X_CU")) : 24;
-        if (x_pdl < 0) x_pdl = !(getenv("RF_X_PDLC") && atoi(getenv("RF_X_PDLC")) == 0);
-        void (*fn)(const float *, int, int, float *, int8_t *, float2 *) = x_cu == 16 ? attn_combine_kernel<16> : attn_combine_kernel<24>;
-        const dim3 grid((unsigned)(a->n_tokens * a->n_head)), block(COMB_THREADS);
-        if (x_pdl) {
-            gpuError_t err;
-            RF_LAUNCH_PDL(err, fn, grid, block, 0, st, (const float *)part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
-            return (int)err;
-        }
-        fn<<<grid, block, 0, st>>>(part, n_split, a->head_dim, a->out, (int8_t *)a->xq, (float2 *)a->xd);
-    }
+    attn_combine_kernel<<<a->n_tokens * a->n_head, COMB_THREADS, 0, st>>>(part, n_split, a->head_dim, a->out,
+                                                                         (int8_t *)a->xq, (float2 *)a->xd);
     return (int)gpuGetLastError();
 }
 
@@ -1686,7 +1620,6 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         dm_load(cur, a, p0, pe, sl, kv_dim, ek, ev);
         dm_round<HD, T, TU>(st, cur, qa, p0, pe, sl2);
     }
-    rf_grid_dep_launch(); /* the combine kernel may start launching (it waits for this grid) */
     st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 1);
     st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 2);
     st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 1);
