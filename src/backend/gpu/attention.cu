@@ -708,7 +708,10 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
  * together, into its own running (m, l, acc) (online softmax: one dependent load per COMB_U
  * splits, none for the maximum first); then row 0 merges the R rows' states through shared memory.
  * The earlier form took the maximum, then the weights, then the sums, each a round of loads after
- * a barrier: ~10 dependent round trips, 8.7 us at 66 splits of the 1B shape (ncu, H200). */
+ * a barrier: ~10 dependent round trips, 8.7 us at 66 splits of the 1B shape (ncu, H200; 5.6 us
+ * with 16 splits per round). COMB_U = 24: those 66 take one round at head_dim 64 (4 rows; 24
+ * against 16 gained 0.8% at 32k positions, docs/PERF.md). A programmatic dependent launch of
+ * this kernel lost 1%. */
 #define COMB_THREADS 256
 #define COMB_U 24
 static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const float *part, int n_split, int hd,
