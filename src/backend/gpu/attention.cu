@@ -1375,34 +1375,41 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
     }
 }
 
-/* ---- decode on tensor cores (CUDA sm_80+): GQA groups at long contexts --------------------------
- * attn_dec_mma_kernel<HD, T, TU, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads (4
- * warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch bound's
- * blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query heads of
- * group g (2 <= G <= 16; G = 1 too for q4_0 caches) for token t and the positions of split s as
- * attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per = ceil(n_pos / n_split), n_pos =
- * pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU positions w, w + 4, ... of that range. Per
- * round, on mma.sync m16n8k16 (f16 operands, f32 accumulation): S = Q K^T per 16 positions (rows:
- * the G heads, the other rows zero; columns: the 16 positions as two n8 tiles; k: head dims), one
- * online-softmax step per row over the round's NP positions in base 2 (scale * log2 e folded in),
- * O += P V (P rounded to f16; columns: head dims). No shared memory in the loop: each lane loads
- * its own fragments from the cache, 16-byte vectors of one row. That works because the order of
- * an mma's k (dims in S, positions in P V) and of P V's n (dims) is free as long as both operands
+/* ---- decode on tensor cores (CUDA sm_80+): long contexts -----------------------------------------
+ * attn_dec_mma_kernel<HD, T, TU, NT, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads
+ * (4 warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch
+ * bound's blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query
+ * heads of group g (1 <= G <= 8 NT, NT = 1 or 2; G = 1 is not launched for f32 caches) for token t
+ * and the positions of split s as attn_dec_kernel does ([s * per, min((s + 1) * per, n_pos)), per =
+ * ceil(n_pos / n_split), n_pos = pos[t] + 1 read on the device); warp w takes rounds of NP = 16 * TU
+ * positions w, w + 4, ... of that range. The products are transposed so that the positions take the
+ * mma's 16 rows and the heads its 8 columns (NT tiles of 8 heads): per round, on mma.sync m16n8k16
+ * (f16 operands, f32 accumulation), S^T = K Q^T per 16 positions (rows: positions; columns: heads,
+ * those >= G zero; k: head dims), one online-softmax step per head over the round's NP positions in
+ * base 2 (scale * log2 e folded in), O^T += V^T P^T (P rounded to f16; rows: head dims; columns:
+ * heads; k: the 16 positions). P^T's B fragment is S^T's C fragment transposed per 8 x 8 block
+ * (movmatrix). With the heads on the rows (S = Q K^T), a group of G <= 8 filled G of 16 rows: this
+ * takes half the mmas, exponentials and accumulator scaling per position (1B file at 32k positions,
+ * q4_0 cache: +2.2%; 7B MHA at 8k: +6.3%; docs/PERF.md). No shared memory in the loop: each lane loads
+ * its own fragments from the cache, 16-byte vectors of one row. That works because the order of an
+ * mma's k (dims in S^T, positions in O^T) and of O^T's rows (dims) is free as long as both operands
  * agree; lane (r, c), r = lane / 4, c = lane % 4, holds
- *   for S: position 8n + r of each n8 tile n, dims [c * HD / 4, (c + 1) * HD / 4); step kk takes its
- *     dims c * HD / 4 + 4 kk .. + 3 (q's A fragment the same dims of each head);
- *   for P V: positions 2c, 2c + 1, 8 + 2c, 9 + 2c, dims [r * HD / 8, (r + 1) * HD / 8); output tile n,
- *     column j is dim j * HD / 8 + n.
+ *   for S^T: positions r and 8 + r of each 16-position tile (A rows), dims [c * HD / 4, (c + 1) *
+ *     HD / 4); step kk takes dims c * HD / 4 + 4 kk .. + 3 (q's B fragment: head 8n + r of tile n,
+ *     the same dims); C: heads 8n + 2c and 8n + 2c + 1, whose softmax state (m, l) it keeps, the
+ *     same in the 8 lanes of one c;
+ *   for O^T: positions 2c, 2c + 1, 8 + 2c, 9 + 2c of each tile (A's k), dims [r * HD / 8, (r + 1) *
+ *     HD / 8): output tile i, row r is dim r * HD / 8 + 2i, row r + 8 dim r * HD / 8 + 2i + 1.
  * All of a round's K and V loads are issued before any is used; the next round's cache slots are
  * looked up (one per lane, fetched by shuffle) during the current one. The end is attn_dec_kernel's
  * (dec_block_out): the same partials, always combined by attn_combine_kernel, which also writes the
  * int8 copy (the fused combine's serial loop over the splits is too slow for G * head_dim outputs).
  * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
- * accumulators f32: outputs differ from the CPU by ~1e-3 relative of the output scale. Limits:
- * |q|, |k|, |v| < 65504 (f16 range); an inf v at a position whose weight rounds to 0 in f16 gives
- * NaN (0 * inf) where the CPU gives inf. Positions outside the split are neither read nor used.
- * Needs q and the caches 16-byte aligned (the launcher checks). Dynamic shared memory:
- * dec_smem(HD, G). */
+ * accumulators f32, exponentials with results below 2^-126 flushed to zero: outputs differ from the
+ * CPU by ~1e-3 relative of the output scale. Limits: |q|, |k|, |v| < 65504 (f16 range); an inf v
+ * at a position whose weight rounds to 0 in f16 gives NaN (0 * inf) where the CPU gives inf.
+ * Positions outside the split are neither read nor used. Needs q and the caches 16-byte aligned (the
+ * launcher checks). Dynamic shared memory: dec_smem(HD, G). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
 static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
@@ -1504,79 +1511,121 @@ static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_g
     }
 }
 
-/* The warp's softmax state: rows r (o[n][0..1], m0, l0) and r + 8 (o[n][2..3], m1, l1) of the mma
- * layout, m in base 2; l per lane (summed over its quad at the end). */
-template <int HD> struct DmState {
-    float o[HD / 8][4], m0, m1, l0, l1;
+/* 2^x, subnormal results flushed to zero: a weight below 2^-126 rounds to 0 in f16 anyway, and
+ * exp2f's subnormal path costs three instructions per weight. */
+static __device__ __forceinline__ float fa_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+/* An 8 x 8 f16 matrix in the mma fragment layout (lane r * 4 + c: row r, columns 2c, 2c + 1)
+ * transposed in place (movmatrix, sm_75+). */
+static __device__ __forceinline__ uint32_t fa_trans8(uint32_t x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+#else
+    (void)x;
+    __trap();
+    return 0;
+#endif
+}
+
+/* The warp's softmax state per tile n of 8 heads: heads 8n + 2c (o[i][n][0], o[i][n][2], m0[n],
+ * l0[n]) and 8n + 2c + 1 (o[i][n][1], o[i][n][3], m1[n], l1[n]); m in base 2; l per lane (summed
+ * over the lanes of its c at the end). */
+template <int HD, int NT> struct DmState {
+    float o[HD / 16][NT][4], m0[NT], m1[NT], l0[NT], l1[NT];
 };
 
-/* Adds the round at p0 (loaded by dm_load) to the state: S for its NP positions, one online-softmax
- * step over them, O += P V. */
-template <int HD, typename T, int TU>
-static __device__ __forceinline__ void dm_round(DmState<HD> &st, const DmRound<HD, T, TU> &R,
-                                                const uint32_t (*qa)[4], int p0, int pe, float sl2) {
-    const int c = (threadIdx.x & 31) & 3;
-    float sf[TU][2][4];
-#pragma unroll
-    for (int u = 0; u < TU; u++)
-#pragma unroll
-        for (int n = 0; n < 2; n++) {
-            sf[u][n][0] = sf[u][n][1] = sf[u][n][2] = sf[u][n][3] = 0.0f;
-            uint32_t kw[HD / 8];
-            kv_piece_h(R.k[u][n], kw);
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) fa_mma(sf[u][n], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
-        }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < TU; u++)
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const bool vis = p0 + 16 * u + 8 * n + 2 * c + (e & 1) < pe;
-                const float v = vis ? sf[u][n][e] * sl2 : -INFINITY;
-                sf[u][n][e] = v;
-                if (e < 2) mx0 = fmaxf(mx0, v);
-                else mx1 = fmaxf(mx1, v);
-            }
-    const FaStep f = fa_step(st.m0, st.m1, mx0, mx1);
-    const float mn0 = f.mn0, mn1 = f.mn1, c0 = f.c0, c1 = f.c1, b0 = f.b0, b1 = f.b1;
-    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-    for (int u = 0; u < TU; u++)
-#pragma unroll
-        for (int n = 0; n < 2; n++) {
-            sf[u][n][0] = exp2f(sf[u][n][0] - b0);
-            sf[u][n][1] = exp2f(sf[u][n][1] - b0);
-            sf[u][n][2] = exp2f(sf[u][n][2] - b1);
-            sf[u][n][3] = exp2f(sf[u][n][3] - b1);
-            s0 += sf[u][n][0] + sf[u][n][1];
-            s1 += sf[u][n][2] + sf[u][n][3];
-        }
-    st.l0 = st.l0 * c0 + s0;
-    st.l1 = st.l1 * c1 + s1;
-    st.m0 = mn0;
-    st.m1 = mn1;
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) st.o[n][0] *= c0, st.o[n][1] *= c0, st.o[n][2] *= c1, st.o[n][3] *= c1;
+/* Adds the round at p0 (loaded by dm_load) to the state: S^T for its NP positions, one
+ * online-softmax step per head, O^T += V^T P^T. */
+template <int HD, typename T, int TU, int NT>
+static __device__ __forceinline__ void dm_round(DmState<HD, NT> &st, const DmRound<HD, T, TU> &R,
+                                                const uint32_t (*qb)[HD / 16][2], int p0, int pe, float sl2) {
+    const int r = (threadIdx.x & 31) >> 2;
+    float sf[TU][NT][4]; /* [u][n]: (position 16u + r: heads 8n + 2c, + 1), (16u + 8 + r: the same) */
 #pragma unroll
     for (int u = 0; u < TU; u++) {
-        const uint32_t pa[4] = {fa_pack(sf[u][0][0], sf[u][0][1]), fa_pack(sf[u][0][2], sf[u][0][3]),
-                                fa_pack(sf[u][1][0], sf[u][1][1]), fa_pack(sf[u][1][2], sf[u][1][3])};
+        uint32_t k0[HD / 8], k1[HD / 8];
+        kv_piece_h(R.k[u][0], k0);
+        kv_piece_h(R.k[u][1], k1);
+#pragma unroll
+        for (int n = 0; n < NT; n++) sf[u][n][0] = sf[u][n][1] = sf[u][n][2] = sf[u][n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const uint32_t ka[4] = {k0[2 * kk], k1[2 * kk], k0[2 * kk + 1], k1[2 * kk + 1]};
+#pragma unroll
+            for (int n = 0; n < NT; n++) fa_mma(sf[u][n], ka, qb[n][kk][0], qb[n][kk][1]);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < TU; u++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const bool vis = p0 + 16 * u + 8 * h + r < pe;
+                sf[u][n][2 * h] = vis ? sf[u][n][2 * h] * sl2 : -INFINITY;
+                sf[u][n][2 * h + 1] = vis ? sf[u][n][2 * h + 1] * sl2 : -INFINITY;
+                mx0 = fmaxf(mx0, sf[u][n][2 * h]);
+                mx1 = fmaxf(mx1, sf[u][n][2 * h + 1]);
+            }
+#pragma unroll
+        for (int x = 4; x < 32; x <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+        }
+        const float mn0 = fmaxf(st.m0[n], mx0), mn1 = fmaxf(st.m1[n], mx1);
+        const float c0 = mn0 == -INFINITY ? 1.0f : fa_exp2(st.m0[n] - mn0);
+        const float c1 = mn1 == -INFINITY ? 1.0f : fa_exp2(st.m1[n] - mn1);
+        const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int u = 0; u < TU; u++) {
+            sf[u][n][0] = fa_exp2(sf[u][n][0] - b0);
+            sf[u][n][1] = fa_exp2(sf[u][n][1] - b1);
+            sf[u][n][2] = fa_exp2(sf[u][n][2] - b0);
+            sf[u][n][3] = fa_exp2(sf[u][n][3] - b1);
+            s0 += sf[u][n][0] + sf[u][n][2];
+            s1 += sf[u][n][1] + sf[u][n][3];
+        }
+        st.l0[n] = st.l0[n] * c0 + s0;
+        st.l1[n] = st.l1[n] * c1 + s1;
+        st.m0[n] = mn0;
+        st.m1[n] = mn1;
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++) {
+            st.o[i][n][0] *= c0, st.o[i][n][1] *= c1;
+            st.o[i][n][2] *= c0, st.o[i][n][3] *= c1;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < TU; u++) {
+        /* P^T's B fragments: (positions 2c, 2c + 1; head 8n + r) and (8 + 2c, 9 + 2c; head 8n + r) */
+        uint32_t pb[NT][2];
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            pb[n][0] = fa_trans8(fa_pack(sf[u][n][0], sf[u][n][1]));
+            pb[n][1] = fa_trans8(fa_pack(sf[u][n][2], sf[u][n][3]));
+        }
         uint32_t vw[4][HD / 16];
 #pragma unroll
         for (int qi = 0; qi < 4; qi++) kv_piece_h(R.v[u][qi], vw[qi]);
 #pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            /* element n of the four positions' V pieces: B's (k = 2c, 2c + 1) and (2c + 8, 2c + 9) */
-            const uint32_t sel = n & 1 ? 0x7632u : 0x5410u;
-            fa_mma(st.o[n], pa, __byte_perm(vw[0][n / 2], vw[1][n / 2], sel), __byte_perm(vw[2][n / 2], vw[3][n / 2], sel));
+        for (int i = 0; i < HD / 16; i++) {
+            /* rows r (dim 2i of the lane's piece) and r + 8 (dim 2i + 1); k: the four positions */
+            const uint32_t va[4] = {__byte_perm(vw[0][i], vw[1][i], 0x5410u), __byte_perm(vw[0][i], vw[1][i], 0x7632u),
+                                    __byte_perm(vw[2][i], vw[3][i], 0x5410u), __byte_perm(vw[2][i], vw[3][i], 0x7632u)};
+#pragma unroll
+            for (int n = 0; n < NT; n++) fa_mma(st.o[i][n], va, pb[n][0], pb[n][1]);
         }
     }
 }
 
-template <int HD, typename T, int TU, int MINB>
+template <int HD, typename T, int TU, int NT, int MINB>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part) {
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
@@ -1595,25 +1644,26 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
     rf_grid_dep_wait();
 
-    uint32_t qa[HD / 16][4];
-    {
-        const float *q0 = r < G ? a.q + ((int64_t)t * a.n_head + h0 + r) * HD + c * (HD / 4) : NULL;
-        const float *q1 = r + 8 < G ? a.q + ((int64_t)t * a.n_head + h0 + r + 8) * HD + c * (HD / 4) : NULL;
+    uint32_t qb[NT][HD / 16][2];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int j = 8 * n + r;
+        const float *q = j < G ? a.q + ((int64_t)t * a.n_head + h0 + j) * HD + c * (HD / 4) : NULL;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-            const float4 x0 = q0 ? *(const float4 *)(q0 + 4 * kk) : z, x1 = q1 ? *(const float4 *)(q1 + 4 * kk) : z;
-            qa[kk][0] = fa_pack(x0.x, x0.y);
-            qa[kk][1] = fa_pack(x1.x, x1.y);
-            qa[kk][2] = fa_pack(x0.z, x0.w);
-            qa[kk][3] = fa_pack(x1.z, x1.w);
+            const float4 x = q ? *(const float4 *)(q + 4 * kk) : make_float4(0.f, 0.f, 0.f, 0.f);
+            qb[n][kk][0] = fa_pack(x.x, x.y);
+            qb[n][kk][1] = fa_pack(x.z, x.w);
         }
     }
-    DmState<HD> st;
+    DmState<HD, NT> st;
 #pragma unroll
-    for (int n = 0; n < HD / 8; n++) st.o[n][0] = st.o[n][1] = st.o[n][2] = st.o[n][3] = 0.0f;
-    st.m0 = st.m1 = -INFINITY;
-    st.l0 = st.l1 = 0.0f;
+    for (int n = 0; n < NT; n++) {
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++) st.o[i][n][0] = st.o[i][n][1] = st.o[i][n][2] = st.o[i][n][3] = 0.0f;
+        st.m0[n] = st.m1[n] = -INFINITY;
+        st.l0[n] = st.l1[n] = 0.0f;
+    }
     const float sl2 = a.scale * 1.4426950408889634f;
 
     for (; p0 < pe; p0 += stride) { /* warp-uniform */
@@ -1621,29 +1671,30 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         const int sl = slot, pn = p0 + stride + lane % NP;
         slot = pn < pe ? (int)att_slot(bt, a.block_size, pn) : 0; /* the next round's, during this one */
         dm_load(cur, a, p0, pe, sl, kv_dim, ek, ev);
-        dm_round<HD, T, TU>(st, cur, qa, p0, pe, sl2);
+        dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
-    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 1);
-    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, 2);
-    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 1);
-    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, 2);
     /* this warp's state per head into [warp][j][2 + HD], m in natural-log units (dec_block_out) */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int j = r + 8 * h;
-        if (j >= G) continue;
-        float *w = dsm + ((int64_t)warp * G + j) * (HD + 2);
-        const float m = h ? st.m1 : st.m0;
-        if (c == 0) {
-            w[0] = m == -INFINITY ? -INFINITY : m * 0.6931471805599453f;
-            w[1] = h ? st.l1 : st.l0;
-        }
+    for (int n = 0; n < NT; n++)
 #pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            w[2 + 2 * c * (HD / 8) + n] = st.o[n][2 * h];
-            w[2 + (2 * c + 1) * (HD / 8) + n] = st.o[n][2 * h + 1];
+        for (int h = 0; h < 2; h++) {
+            float l = h ? st.l1[n] : st.l0[n];
+#pragma unroll
+            for (int x = 4; x < 32; x <<= 1) l += __shfl_xor_sync(0xffffffffu, l, x);
+            const int j = 8 * n + 2 * c + h;
+            if (j >= G) continue;
+            float *w = dsm + ((int64_t)warp * G + j) * (HD + 2);
+            const float m = h ? st.m1[n] : st.m0[n];
+            if (r == 0) {
+                w[0] = m == -INFINITY ? -INFINITY : m * 0.6931471805599453f;
+                w[1] = l;
+            }
+#pragma unroll
+            for (int i = 0; i < HD / 16; i++) {
+                w[2 + r * (HD / 8) + 2 * i] = st.o[i][n][h];
+                w[2 + r * (HD / 8) + 2 * i + 1] = st.o[i][n][2 + h];
+            }
         }
-    }
     __syncthreads();
     dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
 }
@@ -1680,11 +1731,11 @@ static int dec_tc_mode(void) {
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type) {
 #if RF_GPU_CUDA
     if (n_kv_head <= 0 || n_head % n_kv_head || bad_kv_type(kv_type)) return 0;
-    /* one head per KV head (MHA) only for q4_0: there the mma's half arithmetic beat the f32 loop's
-     * per-element widening (7B Q4_K_M file, H100: 307 -> 316 t/s at 8k positions, 171 -> 181 at
-     * 32k), while f16 and q8_0 caches lost 1% and 4-9% (docs/PERF.md, twenty-second session) */
+    /* one head per KV head (MHA) but for f32 caches (not measured): with the heads on the columns
+     * the mma beats the f32 loop for f16 and q8_0 too (7B Q4_K_M file at 8k positions, H200: 318.4
+     * -> 327.1 and 345.4 -> 371.7 tokens/s; docs/PERF.md, twenty-fourth session) */
     const int G = n_head / n_kv_head;
-    return attn_cc_major() >= 8 && (hd == 64 || hd == 128) && (G >= 2 || kv_type == RF_TYPE_Q4_0) && G <= DM_MAX_G;
+    return attn_cc_major() >= 8 && (hd == 64 || hd == 128) && (G >= 2 || kv_type != RF_TYPE_F32) && G <= DM_MAX_G;
 #else
     (void)n_head, (void)n_kv_head, (void)hd, (void)kv_type;
     return 0;
@@ -1705,26 +1756,28 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 
 #if RF_GPU_CUDA
 typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
-/* Rounds of 32 positions per warp (TU 2), but 16 for the f32 and q8_0 caches at head_dim 128
- * (f32 spills 932 bytes with 32; q8_0 holds 3 blocks per SM with 16 and keeps them). q8_0
- * instances are held to 128 / 168 registers (4 / 3 blocks per SM, no or 4 bytes of spills): 1B F16
- * file at 32k positions 813 -> 860 tokens/s, 8B-shaped kernel at 32k 48.2 -> 39.5 us; the float
- * formats spill there and lose (1B f16 814 -> 783). f16 at head_dim 128 with 32 positions (255
- * registers, 2 blocks per SM as with 16): 8B-shaped file at 32k 293.1 -> 300.9; 64 positions at
- * head_dim 64 (two slots per lane) lost at 32k (1B f16 828.5 -> 818.0, q8_0 861.7 -> 818.3-824.5;
- * H200, docs/PERF.md). q4_0 takes q8_0's rounds and caps (no spills; 32 positions at head_dim 128
- * spilled 40 bytes at 3 blocks per SM). */
-template <typename T> static dec_tc_fn dec_tc_kernel(int hd) {
+/* Rounds of 32 positions per warp (TU 2), but 16 for the f32, q8_0 and q4_0 caches at head_dim 128
+ * (f32 spills with 32; 32 for q4_0 at 3 blocks per SM: 155 registers, 7B file at 8k 387.9 -> 379.0
+ * tokens/s). Register caps (blocks per SM): 4 at head_dim 64 but for f32 and for f16 with two head
+ * tiles (4 for one tile: 1B F16 file at 32k positions 884.4 -> 918.2; 5 for q4_0: 978.3 -> 968.1),
+ * 3 for q8_0 and q4_0 at head_dim 128. One head tile: 110-130 registers at head_dim 64, no spills;
+ * two (G > 8, not measured for speed): q8_0 at head_dim 64 and f16 at 128 spill 12-48 bytes.
+ * H200, docs/PERF.md. */
+template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
     enum { Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4 };
-    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, Q ? 4 : 1>;
-    if constexpr (std::is_same<T, __half>::value) return attn_dec_mma_kernel<128, T, 2, 1>;
-    else return attn_dec_mma_kernel<128, T, 1, Q ? 3 : 1>;
+    constexpr bool F16 = std::is_same<T, __half>::value;
+    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, NT, Q || (F16 && NT == 1) ? 4 : 1>;
+    if constexpr (F16) return attn_dec_mma_kernel<128, T, 2, NT, 1>;
+    else return attn_dec_mma_kernel<128, T, 1, NT, Q ? 3 : 1>;
 }
-static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd) {
-    return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd)
-           : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd)
-           : kv_type == RF_TYPE_Q4_0 ? dec_tc_kernel<kv_q4>(hd)
-                                     : dec_tc_kernel<float>(hd);
+template <typename T> static dec_tc_fn dec_tc_kernel(int hd, int G) {
+    return G <= 8 ? dec_tc_kernel_nt<T, 1>(hd) : dec_tc_kernel_nt<T, 2>(hd);
+}
+static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd, int G) {
+    return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd, G)
+           : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd, G)
+           : kv_type == RF_TYPE_Q4_0 ? dec_tc_kernel<kv_q4>(hd, G)
+                                     : dec_tc_kernel<float>(hd, G);
 }
 #endif
 
@@ -1737,7 +1790,7 @@ static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
     if (G < 1 || G > DM_MAX_G) return 1;
     if (!cached[ti][hi][G]) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dec_tc_kernel_t(kv_type, hd), DM_THREADS,
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dec_tc_kernel_t(kv_type, hd, G), DM_THREADS,
                                                           dec_smem(hd, G)) != cudaSuccess)
             n = 0;
         gpuGetLastError();
@@ -1754,7 +1807,7 @@ static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split,
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
-    const dec_tc_fn fn = dec_tc_kernel_t(a->kv_type, a->head_dim);
+    const dec_tc_fn fn = dec_tc_kernel_t(a->kv_type, a->head_dim, G);
     gpuError_t err;
     RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), dec_smem(a->head_dim, G), st, *a, part);
     return (int)err;
