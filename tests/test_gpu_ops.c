@@ -514,13 +514,15 @@ static void test_attention(void) {
     /* one token with a NaN in V (position 0, dim 3 of KV head 0): the int8 copy marks its blocks */
     int len14[] = {300}, tail14[] = {1};
     attention_case("decode NaN in V", 8, 2, 64, 16, len14, tail14, 1, 1);
-    /* the tensor-core decode kernel's largest group (16: both halves of the mma rows) and an odd
-     * one, lengths that are not multiples of its 16- or 32-position rounds */
+    /* the tensor-core decode kernel's groups: 16 (two full tiles of 8 heads), 12 (a half-used
+     * second tile) and an odd one (7: lane pairs with one head), lengths that are not multiples of
+     * its 16- or 32-position rounds */
     int len15[] = {1203, 50}, tail15[] = {1, 1};
     attention_case("decode gqa16 hd64", 32, 2, 64, 16, len15, tail15, 2, 0);
+    attention_case("decode gqa12 hd128", 24, 2, 128, 16, len15, tail15, 2, 0);
     attention_case("decode gqa7 hd128", 14, 2, 128, 32, len15, tail15, 2, 0);
-    /* MHA at head dim 128 (the 7B shape's tensor-core decode with a q4_0 cache): one split's
-     * warps take 17 rounds of 16 positions, more than the K/V ring's stages, and a short one */
+    /* MHA at head dim 128 (the 7B shape's tensor-core decode): one split's warps take 17 rounds
+     * of 16 positions, and a short one */
     int len16[] = {1100, 40}, tail16[] = {1, 1};
     attention_case("decode mha hd128", 8, 8, 128, 32, len16, tail16, 2, 0);
 }
