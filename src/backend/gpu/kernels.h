@@ -98,12 +98,13 @@ int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_
                               int n_sm);
 int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch);
 /* Decode on tensor cores (rf_gpu_attn_args.tc): 1 when it is the choice for a decode at about
- * n_pos positions of these shapes on the current device: CUDA sm_80+, head_dim 64 or 128, 2..16
- * query heads per KV head (1..16 with a q4_0 cache), and (the default mode 1) n_pos >=
- * RF_GPU_ATTN_TC_MIN_POS, where it was faster than the f32 kernels (docs/PERF.md). rf_gpu_attention_decode_tc sets the mode: 0 never,
- * 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the previous mode.
- * Not thread-safe (a process-wide switch for tests and benchmarks). */
-#define RF_GPU_ATTN_TC_MIN_POS 4096
+ * n_pos positions of these shapes on the current device: CUDA sm_80+, head_dim 64 or 128, 1..16
+ * query heads per KV head (2..16 with an f32 cache), and (the default mode 1) n_pos >=
+ * RF_GPU_ATTN_TC_MIN_POS, where it is faster than the f32 kernels (H200: level or ahead from 1,024
+ * positions, 1-4% behind at the first 128; docs/PERF.md). rf_gpu_attention_decode_tc sets the
+ * mode: 0 never, 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the
+ * previous mode. Not thread-safe (a process-wide switch for tests and benchmarks). */
+#define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
 int rf_gpu_attention_decode_tc(int mode);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
