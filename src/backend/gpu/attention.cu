@@ -1757,12 +1757,12 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 #if RF_GPU_CUDA
 typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
 /* Rounds of 32 positions per warp (TU 2), but 16 for the f32, q8_0 and q4_0 caches at head_dim 128
- * (f32 spills with 32; 32 for q4_0 at 3 blocks per SM: 155 registers, 7B file at 8k 387.9 -> 379.0
- * tokens/s). Register caps (blocks per SM): 4 at head_dim 64 but for f32 and for f16 with two head
- * tiles (4 for one tile: 1B F16 file at 32k positions 884.4 -> 918.2; 5 for q4_0: 978.3 -> 968.1),
- * 3 for q8_0 and q4_0 at head_dim 128. One head tile: 110-130 registers at head_dim 64, no spills;
- * two (G > 8, not measured for speed): q8_0 at head_dim 64 and f16 at 128 spill 12-48 bytes.
- * H200, docs/PERF.md. */
+ * (with 32: f32 spilled in the earlier kernel, q8_0 spills 4 bytes at its cap, q4_0 fits in 155
+ * registers at 3 blocks per SM but lost, 7B file at 8k 387.9 -> 379.0 tokens/s). Register caps
+ * (blocks per SM): 4 at head_dim 64 but for f32 and for f16 with two head tiles (4 for one tile:
+ * 1B F16 file at 32k positions 884.4 -> 918.2; 5 for q4_0: 978.3 -> 968.1), 3 for q8_0 and q4_0
+ * at head_dim 128. One head tile: 110-130 registers at head_dim 64, no spills; two (G > 8, not
+ * measured for speed): q8_0 at head_dim 64 and f16 at 128 spill 12-48 bytes. H200, docs/PERF.md. */
 template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
     enum { Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4 };
     constexpr bool F16 = std::is_same<T, __half>::value;
