@@ -101,7 +101,7 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
  * n_pos positions of these shapes on the current device: CUDA sm_80+, head_dim 64 or 128, 1..16
  * query heads per KV head (2..16 with an f32 cache), and (the default mode 1) n_pos >=
  * RF_GPU_ATTN_TC_MIN_POS, where it is faster than the f32 kernels (H200: level or ahead from 1,024
- * positions, 1-4% behind at the first 128; docs/PERF.md). rf_gpu_attention_decode_tc sets the
+ * positions, 1.7-10% behind at the first 128; docs/PERF.md). rf_gpu_attention_decode_tc sets the
  * mode: 0 never, 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the
  * previous mode. Not thread-safe (a process-wide switch for tests and benchmarks). */
 #define RF_GPU_ATTN_TC_MIN_POS 1024
