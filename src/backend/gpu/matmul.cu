@@ -1139,10 +1139,11 @@ __global__ void MVP_BOUNDS(F)
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
     const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
-    /* The next kernel may launch as soon as every block of this one-wave grid has started: its
-     * grid dependency wait still waits for this grid to complete. Triggering before this block's
-     * own wait rather than after it: 7B Q4_0 decode +1.7%, 1B Q8_0 +1.8%, the others level or up
-     * to +0.5% (H200, 2026-11-24, docs/PERF.md). */
+    /* The next kernel may launch once every block of this grid has started (it is launched only
+     * then, so its blocks never hold a slot one of ours still needs), and its grid dependency wait
+     * still waits for this grid to complete. Triggering before this block's own wait rather than
+     * after it, here and in k_mvt: 7B Q4_0 decode +1.9%, 1B Q8_0 +2.3%, the other files level
+     * (H200, docs/PERF.md, twenty-fifth session). */
     mm_grid_dep_launch();
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     RF_STAMP(1);
