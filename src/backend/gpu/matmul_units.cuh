@@ -227,8 +227,8 @@ struct VQ4_0 {
 #ifdef MM_DP4A_US
         /* The high nibbles stay in place (16 q, 0 <= 16 q <= 240, as unsigned bytes) and the sum is
          * shifted back, exact since it is a multiple of 16: one shift fewer per word, and two
-         * independent dp4a chains. Whole-model tg128 on an H100: 7B Q4_0 +0.3%, 1B Q4_0 +0.85%
-         * (docs/PERF.md, twenty-sixth session). */
+         * independent dp4a chains. Whole-model tg128, same-run A/B on an H200: 7B Q4_0 +0.35%,
+         * 1B Q4_0 +1.0% (docs/PERF.md, twenty-sixth session). */
         const int4 xl = ldx16s<SW>(xq), xh = ldx16s<SW>(xq + 16);
         int sl = mm_dp4a((int)(r.q[0] & 0x0f0f0f0fu), xl.x, 0), sh = mm_dp4a_us(r.q[0] & 0xf0f0f0f0u, xh.x, 0);
         sl = mm_dp4a((int)(r.q[1] & 0x0f0f0f0fu), xl.y, sl), sh = mm_dp4a_us(r.q[1] & 0xf0f0f0f0u, xh.y, sh);
