@@ -733,9 +733,9 @@ template <class V> struct MvpI8 {
     enum { QK = V::QK, BB = V::BB, UPB = V::UPB, A = V::A, F32X = 0 };
     static __device__ __forceinline__ void load(const uint8_t *b, int u, Raw &r) { V::load(b, u, r); }
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
-        const int blk = k / UPB;
-        return V::template dot<1>(r, k % UPB, (const int8_t *)xs + (int64_t)blk * QK,
-                                  (const float2 *)(xs + mvp_round64(n_in)) + (int64_t)blk * (QK / 32));
+        const uint32_t blk = (uint32_t)k / UPB; /* k >= 0: unsigned, so no signed-division fix-up */
+        return V::template dot<1>(r, (int)((uint32_t)k % UPB), (const int8_t *)xs + (size_t)blk * QK,
+                                  (const float2 *)(xs + mvp_round64(n_in)) + (size_t)blk * (QK / 32));
     }
 };
 struct MvpF16 {

@@ -142,6 +142,30 @@ template <int SW> HD int4 ldx16s(const int8_t *p) {
 #endif
     return *(const int4 *)p;
 }
+/* The 32 bytes of x at p (32-byte aligned in the logical array, as every 32-weight block's x is):
+ * mm_xswz's XOR t is the same for both chunks, and with b = address bits 4-5 (bit 4 clear) chunk i
+ * lives at p + ((b ^ t ^ 16 i) - b): one XOR term instead of one per chunk. */
+template <int SW> HD void ldx32s(const int8_t *p, int4 &x0, int4 &x1) {
+    int o0 = 0, o1 = 16;
+#if MM_XSWZ_ON
+    if (SW) {
+        const uint32_t a = (uint32_t)__cvta_generic_to_shared(p), b = a & 0x30u, c = b ^ ((a >> 3) & 0x30u);
+        o0 = (int)(c - b), o1 = (int)((c ^ 16u) - b);
+    }
+#endif
+    x0 = *(const int4 *)(p + o0), x1 = *(const int4 *)(p + o1);
+}
+/* The 64 bytes of x at p, four 16-byte chunks, p 64-byte aligned in the logical array (as the x of
+ * every 64-weight unit is). mm_xswz's XOR takes address bits 7-8, which are the same for all four
+ * chunks, so it is computed once: chunk i lives at p + (t ^ 16 i). */
+template <int SW> HD void ldx64s(const int8_t *p, int4 *x) {
+    int t = 0;
+#if MM_XSWZ_ON
+    if (SW) t = (int)(((uint32_t)__cvta_generic_to_shared(p) >> 3) & 0x30u);
+#endif
+MM_UNROLL
+    for (int i = 0; i < 4; i++) x[i] = *(const int4 *)(p + (t ^ (16 * i)));
+}
 /* dot of 16 weight bytes (4 words, int8 values) with 16 x int8 */
 HD int dot16(const uint32_t *w, int4 x, int s) {
     s = mm_dp4a((int)w[0], x.x, s);
@@ -229,7 +253,8 @@ struct VQ4_0 {
          * shifted back, exact since it is a multiple of 16: one shift fewer per word, and two
          * independent dp4a chains. Whole-model tg128, same-run A/B on an H200: 7B Q4_0 +0.35%,
          * 1B Q4_0 +1.0% (docs/PERF.md, twenty-sixth session). */
-        const int4 xl = ldx16s<SW>(xq), xh = ldx16s<SW>(xq + 16);
+        int4 xl, xh;
+        ldx32s<SW>(xq, xl, xh);
         int sl = mm_dp4a((int)(r.q[0] & 0x0f0f0f0fu), xl.x, 0), sh = mm_dp4a_us(r.q[0] & 0xf0f0f0f0u, xh.x, 0);
         sl = mm_dp4a((int)(r.q[1] & 0x0f0f0f0fu), xl.y, sl), sh = mm_dp4a_us(r.q[1] & 0xf0f0f0f0u, xh.y, sh);
         sl = mm_dp4a((int)(r.q[2] & 0x0f0f0f0fu), xl.z, sl), sh = mm_dp4a_us(r.q[2] & 0xf0f0f0f0u, xh.z, sh);
@@ -402,7 +427,9 @@ struct VQ8_0 {
         ldw_u2<8>(b + 2, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
-        const int s = dot16(r.q + 4, ldx16s<SW>(xq + 16), dot16(r.q, ldx16s<SW>(xq), 0));
+        int4 x0, x1;
+        ldx32s<SW>(xq, x0, x1);
+        const int s = dot16(r.q + 4, x1, dot16(r.q, x0, 0));
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
@@ -440,26 +467,32 @@ HD void k4_sm_pair(const uint32_t *s, int j, float *sc0, float *m0, float *sc1, 
     const int sh = 16 * (j & 1);
     const uint32_t b0 = s[0] >> sh, b1 = s[1] >> sh, b2 = s[2] >> sh;
     const bool hi = j >= 2;
-    const uint32_t a0 = hi ? ((b2 & 15) | ((b0 >> 2) & 0x30)) : (b0 & 63);
-    const uint32_t a1 = hi ? (((b2 >> 8) & 15) | ((b0 >> 10) & 0x30)) : ((b0 >> 8) & 63);
-    const uint32_t c0 = hi ? (((b2 >> 4) & 15) | ((b1 >> 2) & 0x30)) : (b1 & 63);
-    const uint32_t c1 = hi ? (((b2 >> 12) & 15) | ((b1 >> 10) & 0x30)) : ((b1 >> 8) & 63);
-    *sc0 = (float)a0, *sc1 = (float)a1, *m0 = (float)c0, *m1 = (float)c1;
+    /* Both sub-blocks at once (byte 0: 2j, byte 1: 2j + 1), the two cases as masks and selects:
+     * lanes of one warp hold different j, so a branch here would run both sides. */
+    const uint32_t low = hi ? 0x0f0fu : 0x3f3fu, top = hi ? 0x3030u : 0u;
+    const uint32_t a = ((hi ? b2 : b0) & low) | ((b0 >> 2) & top);
+    const uint32_t c = ((hi ? b2 >> 4 : b1) & low) | ((b1 >> 2) & top);
+    *sc0 = (float)(a & 255u), *sc1 = (float)((a >> 8) & 255u), *m0 = (float)(c & 255u), *m1 = (float)((c >> 8) & 255u);
 }
 
 /* The dot of a Q4_K / Q5_K sub-block pair j with int8 x: lo / hi = the 4- or 5-bit values of
  * sub-blocks 2j / 2j + 1 (8 words each), hd = the superblock's d, dmin and 12 scale bytes. */
-template <int SW>
-HD float k4_pair_dot(const uint32_t *lo, const uint32_t *hi, const uint32_t *hd, int j, const int8_t *xq,
-                     const float2 *xd) {
-    const int8_t *xj = xq + 64 * j;
-    const int s0 = dot16(lo + 4, ldx16s<SW>(xj + 16), dot16(lo, ldx16s<SW>(xj), 0));
-    const int s1 = dot16(hi + 4, ldx16s<SW>(xj + 48), dot16(hi, ldx16s<SW>(xj + 32), 0));
+/* The same from the pair's two integer dots s0 / s1 (sub-blocks 2j / 2j + 1 with their x). */
+HD float k4_pair_scale(int s0, int s1, const uint32_t *hd, int j, const float2 *xd) {
     const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
     float sc0, m0, sc1, m1;
     k4_sm_pair(hd + 1, j, &sc0, &m0, &sc1, &m1);
     const float d = mm_h2f((uint16_t)(hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(hd[0] >> 16));
     return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
+}
+template <int SW>
+HD float k4_pair_dot(const uint32_t *lo, const uint32_t *hi, const uint32_t *hd, int j, const int8_t *xq,
+                     const float2 *xd) {
+    int4 x[4];
+    ldx64s<SW>(xq + 64 * j, x);
+    const int s0 = dot16(lo + 4, x[1], dot16(lo, x[0], 0));
+    const int s1 = dot16(hi + 4, x[3], dot16(hi, x[2], 0));
+    return k4_pair_scale(s0, s1, hd, j, xd);
 }
 /* Q4_K unit u (0..3) = sub-block pair j = u: qs bytes [32j, +32): low nibbles = the 32 elements
  * of sub-block 2j, high nibbles = those of sub-block 2j + 1; both scales and mins applied once
@@ -475,6 +508,23 @@ struct VQ4_K {
         ldw_a16<32>(b + 16 + 32 * u, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+#ifdef MM_DP4A_US
+        /* Sub-block 2j + 1's nibbles stay in place, as in VQ4_0::dot (16 q as unsigned bytes, the
+         * sum shifted back: exact, a multiple of 16): one shift fewer per word, two dp4a chains. */
+        int4 x[4];
+        ldx64s<SW>(xq + 64 * j, x);
+        int s0 = 0, s1 = 0;
+MM_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int4 xl = x[h], xh = x[2 + h];
+            const uint32_t *q = r.q + 4 * h;
+            s0 = mm_dp4a((int)(q[0] & 0x0f0f0f0fu), xl.x, s0), s1 = mm_dp4a_us(q[0] & 0xf0f0f0f0u, xh.x, s1);
+            s0 = mm_dp4a((int)(q[1] & 0x0f0f0f0fu), xl.y, s0), s1 = mm_dp4a_us(q[1] & 0xf0f0f0f0u, xh.y, s1);
+            s0 = mm_dp4a((int)(q[2] & 0x0f0f0f0fu), xl.z, s0), s1 = mm_dp4a_us(q[2] & 0xf0f0f0f0u, xh.z, s1);
+            s0 = mm_dp4a((int)(q[3] & 0x0f0f0f0fu), xl.w, s0), s1 = mm_dp4a_us(q[3] & 0xf0f0f0f0u, xh.w, s1);
+        }
+        return k4_pair_scale(s0, s1 >> 4, r.hd, j, xd);
+#else
         uint32_t lo[8], hi[8];
 MM_UNROLL
         for (int i = 0; i < 8; i++) {
@@ -482,6 +532,7 @@ MM_UNROLL
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
         return k4_pair_dot<SW>(lo, hi, r.hd, j, xq, xd);
+#endif
     }
 };
 /* Q5_K unit u (0..3) = sub-block pair j = u, as Q4_K's: qs bytes [48 + 32j, +32) hold sub-block
