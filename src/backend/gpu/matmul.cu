@@ -810,7 +810,8 @@ template <> struct MvpUn<VIQ4_XSS> {
 /* Resident k_mvp blocks per SM the compiler must allow (CUDA; registers capped to fit): Q4_0 and
  * Q8_0 stream faster with 4 (more loads in flight; 11008x4096 on an H200: Q4_0 X8 1.84 -> 2.09,
  * Q8_0 X8 2.68 -> 3.02 TB/s), the K-quants slower (Q4_K 2.30 -> 1.69, Q6_K spills: 1.82 -> 1.23),
- * so the cap is per format. */
+ * so the cap is per format. Q4_K held to 3 (80 registers, 4 bytes of spills, after the twenty-
+ * eighth session's leaner unit) lost 7% for 7B Q4_K_M tg128 on an H200 (docs/PERF.md). */
 template <class F> struct MvpMinBlocks {
     enum { N = 1 };
 };

@@ -510,7 +510,9 @@ struct VQ4_K {
     template <int SW> static HD float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
 #ifdef MM_DP4A_US
         /* Sub-block 2j + 1's nibbles stay in place, as in VQ4_0::dot (16 q as unsigned bytes, the
-         * sum shifted back: exact, a multiple of 16): one shift fewer per word, two dp4a chains. */
+         * sum shifted back: exact, a multiple of 16): one shift fewer per word, two dp4a chains.
+         * With k4_sm_pair's selects and ldx64s, ~105 PTX instructions per unit instead of ~138:
+         * 7B Q4_K_M tg128 +2.9%, 1B +1.7% on an H200 (docs/PERF.md, twenty-eighth session). */
         int4 x[4];
         ldx64s<SW>(xq + 64 * j, x);
         int s0 = 0, s1 = 0;
