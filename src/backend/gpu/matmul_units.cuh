@@ -475,9 +475,8 @@ HD void k4_sm_pair(const uint32_t *s, int j, float *sc0, float *m0, float *sc1, 
     *sc0 = (float)(a & 255u), *sc1 = (float)((a >> 8) & 255u), *m0 = (float)(c & 255u), *m1 = (float)((c >> 8) & 255u);
 }
 
-/* The dot of a Q4_K / Q5_K sub-block pair j with int8 x: lo / hi = the 4- or 5-bit values of
- * sub-blocks 2j / 2j + 1 (8 words each), hd = the superblock's d, dmin and 12 scale bytes. */
-/* The same from the pair's two integer dots s0 / s1 (sub-blocks 2j / 2j + 1 with their x). */
+/* A Q4_K / Q5_K sub-block pair j's contribution from its two integer dots s0 / s1 (sub-blocks 2j /
+ * 2j + 1 with their int8 x), hd = the superblock's d, dmin and 12 scale bytes. */
 HD float k4_pair_scale(int s0, int s1, const uint32_t *hd, int j, const float2 *xd) {
     const float2 x0 = xd[2 * j], x1 = xd[2 * j + 1];
     float sc0, m0, sc1, m1;
@@ -485,6 +484,8 @@ HD float k4_pair_scale(int s0, int s1, const uint32_t *hd, int j, const float2 *
     const float d = mm_h2f((uint16_t)(hd[0] & 0xffffu)), dmin = mm_h2f((uint16_t)(hd[0] >> 16));
     return d * (sc0 * x0.x * (float)s0 + sc1 * x1.x * (float)s1) - dmin * (m0 * x0.y + m1 * x1.y);
 }
+/* The dot of a Q4_K / Q5_K sub-block pair j with int8 x: lo / hi = the 4- or 5-bit values of
+ * sub-blocks 2j / 2j + 1 (8 words each), hd as above. */
 template <int SW>
 HD float k4_pair_dot(const uint32_t *lo, const uint32_t *hi, const uint32_t *hd, int j, const int8_t *xq,
                      const float2 *xd) {
