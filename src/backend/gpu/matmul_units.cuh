@@ -142,19 +142,6 @@ template <int SW> HD int4 ldx16s(const int8_t *p) {
 #endif
     return *(const int4 *)p;
 }
-/* The 32 bytes of x at p (32-byte aligned in the logical array, as every 32-weight block's x is):
- * mm_xswz's XOR t is the same for both chunks, and with b = address bits 4-5 (bit 4 clear) chunk i
- * lives at p + ((b ^ t ^ 16 i) - b): one XOR term instead of one per chunk. */
-template <int SW> HD void ldx32s(const int8_t *p, int4 &x0, int4 &x1) {
-    int o0 = 0, o1 = 16;
-#if MM_XSWZ_ON
-    if (SW) {
-        const uint32_t a = (uint32_t)__cvta_generic_to_shared(p), b = a & 0x30u, c = b ^ ((a >> 3) & 0x30u);
-        o0 = (int)(c - b), o1 = (int)((c ^ 16u) - b);
-    }
-#endif
-    x0 = *(const int4 *)(p + o0), x1 = *(const int4 *)(p + o1);
-}
 /* The 64 bytes of x at p, four 16-byte chunks, p 64-byte aligned in the logical array (as the x of
  * every 64-weight unit is). mm_xswz's XOR takes address bits 7-8, which are the same for all four
  * chunks, so it is computed once: chunk i lives at p + (t ^ 16 i). */
@@ -173,6 +160,18 @@ HD int dot16(const uint32_t *w, int4 x, int s) {
     s = mm_dp4a((int)w[2], x.z, s);
     return mm_dp4a((int)w[3], x.w, s);
 }
+#ifdef MM_DP4A_US
+/* 4 words of packed nibbles: the low nibbles dotted with xl added to sl, the high nibbles in
+ * place (16 q as unsigned bytes) dotted with xh added to sh, so sh holds 16 times their dot
+ * (exact: shift it right by 4 after the last call). One shift fewer per word than unpacking the
+ * high nibbles, and two independent dp4a chains. CUDA device code (mm_dp4a_us). */
+__device__ __forceinline__ void mm_dot_nib16(const uint32_t *q, int4 xl, int4 xh, int &sl, int &sh) {
+    sl = mm_dp4a((int)(q[0] & 0x0f0f0f0fu), xl.x, sl), sh = mm_dp4a_us(q[0] & 0xf0f0f0f0u, xh.x, sh);
+    sl = mm_dp4a((int)(q[1] & 0x0f0f0f0fu), xl.y, sl), sh = mm_dp4a_us(q[1] & 0xf0f0f0f0u, xh.y, sh);
+    sl = mm_dp4a((int)(q[2] & 0x0f0f0f0fu), xl.z, sl), sh = mm_dp4a_us(q[2] & 0xf0f0f0f0u, xh.z, sh);
+    sl = mm_dp4a((int)(q[3] & 0x0f0f0f0fu), xl.w, sl), sh = mm_dp4a_us(q[3] & 0xf0f0f0f0u, xh.w, sh);
+}
+#endif
 /* The IQ4_NL codebook (quant.c's rf_iq4nl_values), four int8 entries per word, entry 0 lowest. */
 #define MM_IQ4_W0 0xbfad9881u
 #define MM_IQ4_W1 0xf6eaddcfu
@@ -253,12 +252,8 @@ struct VQ4_0 {
          * shifted back, exact since it is a multiple of 16: one shift fewer per word, and two
          * independent dp4a chains. Whole-model tg128, same-run A/B on an H200: 7B Q4_0 +0.35%,
          * 1B Q4_0 +1.0% (docs/PERF.md, twenty-sixth session). */
-        int4 xl, xh;
-        ldx32s<SW>(xq, xl, xh);
-        int sl = mm_dp4a((int)(r.q[0] & 0x0f0f0f0fu), xl.x, 0), sh = mm_dp4a_us(r.q[0] & 0xf0f0f0f0u, xh.x, 0);
-        sl = mm_dp4a((int)(r.q[1] & 0x0f0f0f0fu), xl.y, sl), sh = mm_dp4a_us(r.q[1] & 0xf0f0f0f0u, xh.y, sh);
-        sl = mm_dp4a((int)(r.q[2] & 0x0f0f0f0fu), xl.z, sl), sh = mm_dp4a_us(r.q[2] & 0xf0f0f0f0u, xh.z, sh);
-        sl = mm_dp4a((int)(r.q[3] & 0x0f0f0f0fu), xl.w, sl), sh = mm_dp4a_us(r.q[3] & 0xf0f0f0f0u, xh.w, sh);
+        int sl = 0, sh = 0;
+        mm_dot_nib16(r.q, ldx16s<SW>(xq), ldx16s<SW>(xq + 16), sl, sh);
         const int s = sl + (sh >> 4);
 #else
         uint32_t lo[4], hi[4];
@@ -427,9 +422,7 @@ struct VQ8_0 {
         ldw_u2<8>(b + 2, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
-        int4 x0, x1;
-        ldx32s<SW>(xq, x0, x1);
-        const int s = dot16(r.q + 4, x1, dot16(r.q, x0, 0));
+        const int s = dot16(r.q + 4, ldx16s<SW>(xq + 16), dot16(r.q, ldx16s<SW>(xq), 0));
         return mm_h2f((uint16_t)r.d) * xd[0].x * (float)s;
     }
 };
@@ -517,15 +510,8 @@ struct VQ4_K {
         int4 x[4];
         ldx64s<SW>(xq + 64 * j, x);
         int s0 = 0, s1 = 0;
-MM_UNROLL
-        for (int h = 0; h < 2; h++) {
-            const int4 xl = x[h], xh = x[2 + h];
-            const uint32_t *q = r.q + 4 * h;
-            s0 = mm_dp4a((int)(q[0] & 0x0f0f0f0fu), xl.x, s0), s1 = mm_dp4a_us(q[0] & 0xf0f0f0f0u, xh.x, s1);
-            s0 = mm_dp4a((int)(q[1] & 0x0f0f0f0fu), xl.y, s0), s1 = mm_dp4a_us(q[1] & 0xf0f0f0f0u, xh.y, s1);
-            s0 = mm_dp4a((int)(q[2] & 0x0f0f0f0fu), xl.z, s0), s1 = mm_dp4a_us(q[2] & 0xf0f0f0f0u, xh.z, s1);
-            s0 = mm_dp4a((int)(q[3] & 0x0f0f0f0fu), xl.w, s0), s1 = mm_dp4a_us(q[3] & 0xf0f0f0f0u, xh.w, s1);
-        }
+        mm_dot_nib16(r.q, x[0], x[2], s0, s1);
+        mm_dot_nib16(r.q + 4, x[1], x[3], s0, s1);
         return k4_pair_scale(s0, s1 >> 4, r.hd, j, xd);
 #else
         uint32_t lo[8], hi[8];
