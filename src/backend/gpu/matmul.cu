@@ -1227,6 +1227,13 @@ template <class F> struct MvtTune {
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
     enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN };
 };
+/* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
+ * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
+ * Q4_K_M 1,973 -> 1,999, 7B Q6_K 418.7 -> 445.6 t/s. Q4_K itself lost again (3 / 3: 7B Q4_K_M 516,
+ * 4 / 2: 509), as did 4 blocks of one unit (Q6_K files gain, 458, Q4_K_M files lose, 522). */
+template <> struct MvtTune<MvpI8<VQ6_KX8> > {
+    enum { ON = 1, S = 3, B = 3, UN = 2 };
+};
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
 /* Offset of the rings from k_mvt's 64-byte aligned base: after the staged x and the norm's reduction
