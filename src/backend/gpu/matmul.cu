@@ -1229,10 +1229,18 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 };
 /* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
- * Q4_K_M 1,973 -> 1,999, 7B Q6_K 418.7 -> 445.6 t/s. Q4_K itself lost again (3 / 3: 7B Q4_K_M 516,
- * 4 / 2: 509), as did 4 blocks of one unit (Q6_K files gain, 458, Q4_K_M files lose, 522). */
+ * Q4_K_M 1,973 -> 1,999, 7B Q6_K 418.7 -> 445.6 t/s. Other geometries (S / B / UN) on the same
+ * kind of run: 2 / 4 / 1 suits whole-Q6_K files (7B Q6_K 474 against 446) but costs 1B Q4_K_M 2%;
+ * 3 / 4 / 1, 4 / 3 / 1, 2 / 3 / 2 and 4 / 2 / 2 lose 4-7% for 7B Q4_K_M. Q4_K itself lost again on
+ * k_mvt (3 / 3 / 2, 4 / 2 / 2, 6 / 3 / 1: 7B Q4_K_M -5 to -8%), as did Q8_0 X8, IQ4_NL X8 and Q5_K H
+ * (docs/PERF.md, twenty-ninth session). */
+#ifndef MVT_Q6_KX8_S /* (overridable for benchmarks) */
+#define MVT_Q6_KX8_S 3
+#define MVT_Q6_KX8_B 3
+#define MVT_Q6_KX8_UN 2
+#endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = 3, B = 3, UN = 2 };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
