@@ -592,19 +592,17 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 /* Software prefetch distance (bytes ahead in the row) per kernel. A/B, one thread, weights
  * from DRAM (bench_matmul "DRAM" column, 3 alternating rounds, GB/s), AMD EPYC (Zen 4): Q4_0 0:
  * 15.5, 1536: 15.6, 3072: 12.8; Q8_0 14.6 / 15.6 / 16.9; Q4_K 13.6 / 15.4 / 15.9; F16 16.6 / 16.1 /
- * 14.6. On an Intel Xeon with AMX 3072 serves Q4_0 and F16 best (PF_*_INTEL; bench two threads
- * Q4_0 24.3-24.7 -> 26.5-28.1 GB/s, F16 30.9-32.1 -> 35.4-38.4; 1B tg32 Q4_0 +5%, F16 +8-15%;
- * PERF-CPU.md section 21), so those two matvecs take their distance by vendor. Q4_0 and Q8_0,
- * whose groups of 72 and 68 bytes straddle lines, also prefetch each group's last byte (Intel:
- * tg32 +2-4%; not measured on the EPYC). */
+ * 14.6. On an Intel Xeon with AMX 3072 serves Q4_0 and F16 best (bench two threads Q4_0 24.3-24.7
+ * -> 26.5-28.1 GB/s, F16 30.9-32.1 -> 35.4-38.4; 1B tg32 Q4_0 +5%, F16 +8-15%; PERF-CPU.md
+ * section 21). With the far L2 prefetch below, Q4_0 at 3072 also gains on the EPYC in decode
+ * (section 25), so only F16 takes its distance by vendor (PF_F16_INTEL). Q4_0 and Q8_0, whose
+ * groups of 72 and 68 bytes straddle lines, also prefetch each group's last byte (Intel: tg32
+ * +2-4%; not measured on the EPYC). */
 #ifndef GEMV_PF_SCALE /* 0 turns all of them off */
 #define GEMV_PF_SCALE 1
 #endif
 #ifndef PF_Q4_0
-#define PF_Q4_0 1536
-#endif
-#ifndef PF_Q4_0_INTEL
-#define PF_Q4_0_INTEL 3072
+#define PF_Q4_0 3072
 #endif
 #ifndef PF_Q8_0
 #define PF_Q8_0 3072
@@ -616,21 +614,23 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #define PF_Q6_K 3072
 #endif
 #define PF_IQ4_XS 3072
-/* A second, farther prefetch into the L2 only (T1), on Intel, for Q4_0, Q8_0 and F16: the L2
- * streamer stops at each 4 KiB page and the 16 L1 fill buffers cannot keep a DRAM latency's worth
- * of lines in flight, so the near T0 prefetch alone leaves the core short of lines in flight.
- * A/B on the Xeon with AMX, 1B tg32, alternating rounds, one run of rows per thread (PERF-CPU.md
- * section 22): Q4_0 +3-7%, Q8_0 +2-5%, F16 +3-5% (7 of 7 rounds; it had lost 4% when the rows
- * were handed out in 4 chunks per thread); Q4_K_M lost 5% with it (Q4_K and Q6_K), so the
- * K-quants do not take it. 0 turns it off. */
-#ifndef PF_Q4_0_L2_INTEL
-#define PF_Q4_0_L2_INTEL 9216
+/* A second, farther prefetch into the L2 only (T1) for Q4_0 and Q8_0 (every CPU) and F16 (Intel):
+ * the L2 streamer stops at each 4 KiB page and the 16 L1 fill buffers cannot keep a DRAM
+ * latency's worth of lines in flight, so the near T0 prefetch alone leaves the core short of
+ * lines in flight. A/B on the Xeon with AMX, 1B tg32, alternating rounds, one run of rows per
+ * thread (PERF-CPU.md section 22): Q4_0 +3-7%, Q8_0 +2-5%, F16 +3-5% (7 of 7 rounds; it had lost
+ * 4% when the rows were handed out in 4 chunks per thread); Q4_K_M lost 5% with it (Q4_K and
+ * Q6_K), so the K-quants do not take it. On the 2-core EPYC (Zen 4), 1B tg32, 17 alternating
+ * rounds (section 25): Q4_0 (with 3072 near) and Q8_0 won 13 of 17 each, medians +5-8%; F16 at
+ * Intel's distances lost (-8%, 4 of 7), so F16 keeps them for Intel. 0 turns it off. */
+#ifndef PF_Q4_0_L2
+#define PF_Q4_0_L2 9216
 #endif
 #ifndef PF_F16_L2_INTEL
 #define PF_F16_L2_INTEL 6144
 #endif
-#ifndef PF_Q8_0_L2_INTEL
-#define PF_Q8_0_L2_INTEL 6144 /* 9216: -3% (9 rounds); Q4_0 measured level at 6144 / 9216 / 12288 */
+#ifndef PF_Q8_0_L2
+#define PF_Q8_0_L2 6144 /* 9216: -3% (Xeon, 9 rounds); Q4_0 measured level at 6144 / 9216 / 12288 */
 #endif
 #ifndef PF_F16
 #define PF_F16 1536
@@ -638,7 +638,7 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
 #ifndef PF_F16_INTEL
 #define PF_F16_INTEL 3072
 #endif
-static int gemv_pf_intel; /* rf_mm_kernels_avx512: an Intel CPU (the *_INTEL distances) */
+static int gemv_pf_intel; /* rf_mm_kernels_avx512: an Intel CPU (F16's *_INTEL distances) */
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
@@ -730,11 +730,7 @@ static void gemv_q4_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
-        if (gemv_pf_intel)
-            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0_INTEL,
-                                                                 PF_Q4_0_L2_INTEL);
-        else
-            for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0, 0);
+        for (int64_t r = r0; r < r1; r++) gemv_q4_0_rows(w + (uint64_t)r * rb, rb, 1, xr, ng, y + r, PF_Q4_0, PF_Q4_0_L2);
         if (ng * 4 < nb)
             for (int64_t r = r0; r < r1; r++) y[r] = gemv_tail(w + (uint64_t)r * rb, 0, ng * 4, nb, x, y[r]);
     }
@@ -788,11 +784,7 @@ static void gemv_q8_0(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *
     }
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1)) {
-        if (gemv_pf_intel)
-            for (int64_t r = r0; r < r1; r++)
-                gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r, PF_Q8_0_L2_INTEL);
-        else
-            for (int64_t r = r0; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r, 0);
+        for (int64_t r = r0; r < r1; r++) gemv_q8_0_rows(w + (uint64_t)r * rb, rb, 1, x->q, xr, ng, y + r, PF_Q8_0_L2);
         if (ng * 2 < nb)
             for (int64_t r = r0; r < r1; r++) y[r] = gemv_tail(w + (uint64_t)r * rb, 1, ng * 2, nb, x, y[r]);
     }
