@@ -524,7 +524,7 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
  * Q4_K_M 1,973 -> 1,999, 7B Q6_K 418.7 -> 445.6 t/s. Other geometries (S / B / UN) on the same
  * kind of run: 2 / 4 / 1 suits whole-Q6_K files (7B Q6_K 474 against 446) but costs 1B Q4_K_M 2%;
- * 3 / 4 / 1, 4 / 3 / 1, 2 / 3 / 2 and 4 / 2 / 2 lose 4-7% for 7B Q4_K_M. Q4_K itself lost again on
+ * 3 / 4 / 1, 4 / 3 / 1, 5 / 3 / 1, 2 / 3 / 2 and 4 / 2 / 2 lose 4-7% for 7B Q4_K_M. Q4_K lost again on
  * k_mvt (3 / 3 / 2, 4 / 2 / 2, 6 / 3 / 1: 7B Q4_K_M -5 to -8%), as did Q8_0 X8, IQ4_NL X8 and Q5_K H
  * (docs/PERF.md, twenty-ninth session). */
 #ifndef MVT_Q6_KX8_S /* (overridable for benchmarks) */
