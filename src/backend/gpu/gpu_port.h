@@ -150,9 +150,9 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define RF_MAX_WARPS 32
 
 /* Lets the next kernel of the stream start launching now when it is a programmatic dependent
- * launch (k_mvp of matmul_decode.cuh: it loads weights, then waits for this grid's completion before it
- * reads anything this grid writes). CUDA sm_90+; a no-op elsewhere. Purely a scheduling hint:
- * it never makes data visible early. */
+ * launch (k_mvp of matmul_decode.cuh: it loads weights, then waits for this grid's completion
+ * before it reads anything this grid writes). CUDA sm_90+; a no-op elsewhere. Purely a
+ * scheduling hint: it never makes data visible early. */
 static __device__ __forceinline__ void rf_grid_dep_launch(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
