@@ -52,6 +52,7 @@ typedef hipError_t mmError_t;
 #define mmStreamCaptureStatus hipStreamCaptureStatus
 #define mmStreamCaptureStatusNone hipStreamCaptureStatusNone
 #define MM_SHFL_XOR(v, off) __shfl_xor((v), (off))
+#define MM_SHFL_IN(v, src, width) __shfl((v), (src), (width))
 #else
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -82,6 +83,7 @@ typedef cudaError_t mmError_t;
 #define mmStreamCaptureStatus cudaStreamCaptureStatus
 #define mmStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define MM_SHFL_XOR(v, off) __shfl_xor_sync(0xffffffffu, (v), (off))
+#define MM_SHFL_IN(v, src, width) __shfl_sync(0xffffffffu, (v), (src), (width))
 #endif
 
 #include <stdint.h>
@@ -1219,6 +1221,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
+        static_assert(!F::PREP, "k_mvt loads each unit inside its guard and runs no prep");
         const int twpb = MVP_THREADS / ctx->warp_size; /* k_mvt: blocks of MVP_THREADS */
         const size_t tsmem =
             mvt_smem_bytes(F::F32X, n_in, twpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
@@ -1440,13 +1443,22 @@ static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     return mm_check(mmGetLastError(), "int8 matvec launch");
 }
 
+/* The unit k_mvp runs for a k_mvq unit format V: V itself, or a variant that loads less per lane
+ * (k_mvq keeps V, whose lanes do not hold whole superblocks between them). */
+template <class V> struct MvpUnitOf {
+    typedef V T;
+};
+template <> struct MvpUnitOf<VQ4_K> {
+    typedef VQ4_KS T;
+};
 /* Int8-activation matvec for outputs of one unit format V; *quantized tracks whether x is
  * already in the scratch for this call. Returns 1 done, 0 ineligible, -1 error. */
 template <class V>
 static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum, int *quantized) {
     if (n == 1) {
-        const int rp = mvp_try<MvpI8<V>, MvpUn<V>::UN>(ctx, outs, nouts, n_in, x, n, norm_w, eps, accum);
+        const int rp = mvp_try<MvpI8<typename MvpUnitOf<V>::T>, MvpUn<V>::UN>(ctx, outs, nouts, n_in, x, n, norm_w,
+                                                                             eps, accum);
         if (rp) return rp;
     }
     if (!mvq_ok(ctx, n_in, x, n, norm_w) || nouts < 1 || nouts > MV_MAX_OUTS || n_in % mm_row_step<V>()) return 0;

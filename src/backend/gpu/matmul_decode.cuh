@@ -20,11 +20,22 @@ HD int64_t mvp_round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 template <class V> struct MvpI8;
 template <class V> struct RowPart<MvpI8<V> > : RowPart<V> {};
+/* A unit's work after its loads landed that every lane of the warp runs together, outside the
+ * unit guard (shuffles): none, except for the formats that say otherwise. */
+template <class V> struct MvpPrep {
+    enum { ON = 0 };
+    static __device__ __forceinline__ void run(typename V::Raw &) {}
+};
+template <> struct MvpPrep<VQ4_KS> {
+    enum { ON = 1 };
+    static __device__ __forceinline__ void run(VQ4_KS::Raw &r) { VQ4_KS::prep(r); }
+};
 template <class V> struct MvpI8 {
     typedef typename V::Raw Raw;
     typedef typename V::Dec Dec;
-    enum { QK = V::QK, BB = V::BB, UPB = V::UPB, A = V::A, F32X = 0 };
+    enum { QK = V::QK, BB = V::BB, UPB = V::UPB, A = V::A, F32X = 0, PREP = MvpPrep<V>::ON };
     static __device__ __forceinline__ void load(const uint8_t *b, int u, Raw &r) { V::load(b, u, r); }
+    static __device__ __forceinline__ void prep(Raw &r) { MvpPrep<V>::run(r); }
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
         const uint32_t blk = (uint32_t)k / UPB; /* k >= 0: unsigned, so no signed-division fix-up */
         return V::template dot<1>(r, (int)((uint32_t)k % UPB), (const int8_t *)xs + (size_t)blk * QK,
@@ -36,8 +47,9 @@ struct MvpF16 {
         uint32_t q[4];
     };
     typedef DecF16x8 Dec;
-    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1 };
+    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1, PREP = 0 };
     static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
+    static __device__ __forceinline__ void prep(Raw &) {}
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
         const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
         const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
@@ -57,8 +69,9 @@ struct MvpBF16 {
         uint32_t q[4];
     };
     typedef DecBF16x8 Dec;
-    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1 };
+    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1, PREP = 0 };
     static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
+    static __device__ __forceinline__ void prep(Raw &) {}
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
         const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
         const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
@@ -404,7 +417,7 @@ MM_UNROLL
  * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
  * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
- * before the current ones are used. Per row: f32 accumulation, xor-shuffle reduction from
+ * before the current ones are used, which begins with the format's prep (MvpPrep) on every lane. Per row: f32 accumulation, xor-shuffle reduction from
  * warpSize / 2, lane 0 stores (times the RMS scale, see mvp_stage_end). xq != NULL (int8 formats,
  * no norm_w): x already quantized by its producer (xq[0, n_in) int8, xd[0, n_in / 32) as
  * mm_quantize_x writes them), copied instead of quantized. A non-finite x * norm_w makes the
@@ -477,6 +490,8 @@ __global__ void MVP_BOUNDS(F)
         if (rn < r1) mvp_load<F, UN>(wn, lane + sn * UN * ws, nunits, nxt);
         /* use the current step */
         const int k0 = lane + s * UN * ws;
+MM_UNROLL
+        for (int u = 0; u < UN; u++) F::prep(cur[u]);
 MM_UNROLL
         for (int u = 0; u < UN; u++) {
             const int k = k0 + u * ws;

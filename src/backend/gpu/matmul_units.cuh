@@ -524,6 +524,32 @@ MM_UNROLL
 #endif
     }
 };
+/* Q4_K for k_mvp (MvpUnitOf): VQ4_K's unit with the superblock's 16-byte header spread over the
+ * lanes of its four units. k_mvp puts unit k on lane k % warpSize, so the units of one superblock
+ * (k / 4) sit on lanes 4m .. 4m + 3 with j = k % 4 = lane % 4: unit j's lane loads header word j
+ * only (d and dmin, or four scale bytes) and prep() gathers the four words from its group of four
+ * lanes, so 9 raw words per unit are in flight instead of 12. prep runs on every lane of the warp
+ * together (k_mvp calls it outside the unit guard); a group's lanes are all in range or all out
+ * (n_in % 256 == 0), so an out-of-range group's shuffles read only its own unused words. dot is
+ * VQ4_K's. 7B Q4_K_M tg128 on an H200 552.3 -> 556.3 t/s, three runs (docs/PERF.md, thirtieth
+ * session). Device only: the host check runs VQ4_K. */
+struct VQ4_KS {
+    typedef DecQ4_K Dec;
+    enum { QK = 256, BB = 144, UPB = 4, A = 16 };
+    typedef VQ4_K::Raw Raw; /* hd[0] as loaded: this lane's header word; hd[0..3] after prep */
+    static __device__ __forceinline__ void load(const uint8_t *b, int u, Raw &r) {
+        r.hd[0] = ld32_a4(b + 4 * u);
+        ldw_a16<32>(b + 16 + 32 * u, r.q);
+    }
+    static __device__ __forceinline__ void prep(Raw &r) {
+        const uint32_t h = r.hd[0];
+MM_UNROLL
+        for (int i = 0; i < 4; i++) r.hd[i] = MM_SHFL_IN(h, i, 4);
+    }
+    template <int SW> static __device__ __forceinline__ float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+        return VQ4_K::dot<SW>(r, j, xq, xd);
+    }
+};
 /* Q5_K unit u (0..3) = sub-block pair j = u, as Q4_K's: qs bytes [48 + 32j, +32) hold sub-block
  * 2j in their low nibbles and 2j + 1 in their high nibbles; the fifth bit of element l of
  * sub-block p is bit p of qh byte l, so the unit loads all 32 qh bytes and takes bits 2j, 2j + 1.
