@@ -83,6 +83,7 @@ typedef cudaError_t mmError_t;
 #define mmStreamCaptureStatus cudaStreamCaptureStatus
 #define mmStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define MM_SHFL_XOR(v, off) __shfl_xor_sync(0xffffffffu, (v), (off))
+/* v of lane src of each segment of width lanes (every lane of the warp calls it) */
 #define MM_SHFL_IN(v, src, width) __shfl_sync(0xffffffffu, (v), (src), (width))
 #endif
 

@@ -417,8 +417,9 @@ MM_UNROLL
  * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
  * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
- * before the current ones are used, which begins with the format's prep (MvpPrep) on every lane. Per row: f32 accumulation, xor-shuffle reduction from
- * warpSize / 2, lane 0 stores (times the RMS scale, see mvp_stage_end). xq != NULL (int8 formats,
+ * before the current ones are used, and the use begins with the format's prep (MvpPrep) on every
+ * lane. Per row: f32 accumulation, xor-shuffle reduction from warpSize / 2, lane 0 stores (times
+ * the RMS scale, see mvp_stage_end). xq != NULL (int8 formats,
  * no norm_w): x already quantized by its producer (xq[0, n_in) int8, xd[0, n_in / 32) as
  * mm_quantize_x writes them), copied instead of quantized. A non-finite x * norm_w makes the
  * whole block compute its rows in f32 from x (F::Dec decode), so NaN/inf propagate exactly as in

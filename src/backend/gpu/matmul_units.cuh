@@ -531,8 +531,8 @@ MM_UNROLL
  * lanes, so 9 raw words per unit are in flight instead of 12. prep runs on every lane of the warp
  * together (k_mvp calls it outside the unit guard); a group's lanes are all in range or all out
  * (n_in % 256 == 0), so an out-of-range group's shuffles read only its own unused words. dot is
- * VQ4_K's. 7B Q4_K_M tg128 on an H200 552.3 -> 556.3 t/s, three runs (docs/PERF.md, thirtieth
- * session). Device only: the host check runs VQ4_K. */
+ * VQ4_K's. 7B Q4_K_M tg128 on an H200 +0.5-0.7% (552.3 -> 556.3 t/s; six same-run pairs,
+ * docs/PERF.md, thirtieth session). Device only: the host check runs VQ4_K. */
 struct VQ4_KS {
     typedef DecQ4_K Dec;
     enum { QK = 256, BB = 144, UPB = 4, A = 16 };
@@ -546,7 +546,8 @@ struct VQ4_KS {
 MM_UNROLL
         for (int i = 0; i < 4; i++) r.hd[i] = MM_SHFL_IN(h, i, 4);
     }
-    template <int SW> static __device__ __forceinline__ float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
+    template <int SW>
+    static __device__ __forceinline__ float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
         return VQ4_K::dot<SW>(r, j, xq, xd);
     }
 };
