@@ -42,50 +42,41 @@ template <class V> struct MvpI8 {
                                   (const float2 *)(xs + mvp_round64(n_in)) + (size_t)blk * (QK / 32));
     }
 };
-struct MvpF16 {
-    struct Raw {
-        uint32_t q[4];
-    };
+/* A plain format's two elements of one 32-bit word (element 2i low, 2i + 1 high) as f32. */
+struct PlainF16 {
     typedef DecF16x8 Dec;
-    enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1, PREP = 0 };
-    static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
-    static __device__ __forceinline__ void prep(Raw &) {}
-    static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
-        const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
-        const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
-        float s = mm_h2f((uint16_t)(r.q[0] & 0xffffu)) * a.x;
-        s += mm_h2f((uint16_t)(r.q[0] >> 16)) * a.y;
-        s += mm_h2f((uint16_t)(r.q[1] & 0xffffu)) * a.z;
-        s += mm_h2f((uint16_t)(r.q[1] >> 16)) * a.w;
-        s += mm_h2f((uint16_t)(r.q[2] & 0xffffu)) * b.x;
-        s += mm_h2f((uint16_t)(r.q[2] >> 16)) * b.y;
-        s += mm_h2f((uint16_t)(r.q[3] & 0xffffu)) * b.z;
-        s += mm_h2f((uint16_t)(r.q[3] >> 16)) * b.w;
-        return s;
-    }
+    static __device__ __forceinline__ float lo(uint32_t w) { return mm_h2f((uint16_t)(w & 0xffffu)); }
+    static __device__ __forceinline__ float hi(uint32_t w) { return mm_h2f((uint16_t)(w >> 16)); }
 };
-struct MvpBF16 {
+struct PlainBF16 {
+    typedef DecBF16x8 Dec;
+    static __device__ __forceinline__ float lo(uint32_t w) { return mm_bits2f(w << 16); }
+    static __device__ __forceinline__ float hi(uint32_t w) { return mm_bits2f(w & 0xffff0000u); }
+};
+template <class E> struct MvpPlain {
     struct Raw {
         uint32_t q[4];
     };
-    typedef DecBF16x8 Dec;
+    typedef typename E::Dec Dec;
     enum { QK = 8, BB = 16, UPB = 1, A = 16, F32X = 1, PREP = 0 };
     static __device__ __forceinline__ void load(const uint8_t *b, int, Raw &r) { ldw_a16<16>(b, r.q); }
     static __device__ __forceinline__ void prep(Raw &) {}
     static __device__ __forceinline__ float dot(const Raw &r, int k, const uint8_t *xs, int64_t n_in) {
         const float4 a = *(const float4 *)((const float *)xs + 4 * (int64_t)k);
         const float4 b = *(const float4 *)((const float *)xs + n_in / 2 + 4 * (int64_t)k);
-        float s = mm_bits2f(r.q[0] << 16) * a.x;
-        s += mm_bits2f(r.q[0] & 0xffff0000u) * a.y;
-        s += mm_bits2f(r.q[1] << 16) * a.z;
-        s += mm_bits2f(r.q[1] & 0xffff0000u) * a.w;
-        s += mm_bits2f(r.q[2] << 16) * b.x;
-        s += mm_bits2f(r.q[2] & 0xffff0000u) * b.y;
-        s += mm_bits2f(r.q[3] << 16) * b.z;
-        s += mm_bits2f(r.q[3] & 0xffff0000u) * b.w;
+        float s = E::lo(r.q[0]) * a.x;
+        s += E::hi(r.q[0]) * a.y;
+        s += E::lo(r.q[1]) * a.z;
+        s += E::hi(r.q[1]) * a.w;
+        s += E::lo(r.q[2]) * b.x;
+        s += E::hi(r.q[2]) * b.y;
+        s += E::lo(r.q[3]) * b.z;
+        s += E::hi(r.q[3]) * b.w;
         return s;
     }
 };
+typedef MvpPlain<PlainF16> MvpF16;
+typedef MvpPlain<PlainBF16> MvpBF16;
 
 /* Units per lane per pipeline step of k_mvp (two steps of raw words live in registers). 8 for
  * the small raw units measured the same as 4 (H200, 2026-11-22). */
