@@ -237,6 +237,24 @@ struct MvJobs {
     int n;
 };
 
+/* The jobs of one matvec launch: outs with n_out > 0 in order, each job's rows starting at a
+ * multiple of `round` in the concatenated row space (k_mv's R). Returns the rows in all. */
+static int64_t mv_jobs(const rf_gpu_mm_out *outs, int nouts, int64_t round, MvJobs *jobs) {
+    memset(jobs, 0, sizeof *jobs);
+    int64_t rows = 0;
+    for (int i = 0; i < nouts; i++) {
+        if (outs[i].n_out <= 0) continue;
+        MvJob *j = &jobs->j[jobs->n++];
+        j->w = (const uint8_t *)outs[i].w;
+        j->bias = outs[i].bias;
+        j->y = outs[i].y;
+        j->n_out = outs[i].n_out;
+        j->row0 = rows;
+        rows += (outs[i].n_out + round - 1) / round * round;
+    }
+    return rows;
+}
+
 /* k_mv: for each job J and c < ncols <= NC:
  *   y_J[c][o] (+)= sum_e W_J[o][e] * xin[c][e] + bias_J[o]
  * xin = x, or with norm_w: x[c][e] * (1 / sqrt(sum_e x[c][e]^2 / n_in + eps)) * norm_w[e].
@@ -1289,18 +1307,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % F::A) return 0;
     MvJobs jobs;
-    memset(&jobs, 0, sizeof jobs);
-    int64_t rows = 0;
-    for (int i = 0; i < nouts; i++) {
-        if (outs[i].n_out <= 0) continue;
-        MvJob *j = &jobs.j[jobs.n++];
-        j->w = (const uint8_t *)outs[i].w;
-        j->bias = outs[i].bias;
-        j->y = outs[i].y;
-        j->n_out = outs[i].n_out;
-        j->row0 = rows;
-        rows += outs[i].n_out;
-    }
+    const int64_t rows = mv_jobs(outs, nouts, 1, &jobs);
     if (jobs.n == 0) return 1;
     const int64_t row_bytes = mm_row_bytes<F>(n_in);
     return mvp_launch<F, UN>(ctx, jobs, rows, row_bytes, n_in, x, norm_w, eps, accum) ? -1 : 1;
@@ -1323,18 +1330,7 @@ static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, 
     }
     const int R = (n == 1 && total >= 16 * (int64_t)ctx->n_sm) ? 2 : 1;
     MvJobs jobs;
-    memset(&jobs, 0, sizeof jobs);
-    int64_t rows = 0;
-    for (int i = 0; i < nouts; i++) {
-        if (outs[i].n_out <= 0) continue;
-        MvJob *j = &jobs.j[jobs.n++];
-        j->w = (const uint8_t *)outs[i].w;
-        j->bias = outs[i].bias;
-        j->y = outs[i].y;
-        j->n_out = outs[i].n_out;
-        j->row0 = rows;
-        rows += (outs[i].n_out + R - 1) / R * R;
-    }
+    const int64_t rows = mv_jobs(outs, nouts, R, &jobs);
     if (jobs.n == 0) return 1;
     const int64_t row_bytes = mm_row_bytes<D>(n_in);
     const int wpb = MV_THREADS / ctx->warp_size;
@@ -1466,18 +1462,7 @@ static int mvq_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % V::A) return 0;
     MvJobs jobs;
-    memset(&jobs, 0, sizeof jobs);
-    int64_t rows = 0;
-    for (int i = 0; i < nouts; i++) {
-        if (outs[i].n_out <= 0) continue;
-        MvJob *j = &jobs.j[jobs.n++];
-        j->w = (const uint8_t *)outs[i].w;
-        j->bias = outs[i].bias;
-        j->y = outs[i].y;
-        j->n_out = outs[i].n_out;
-        j->row0 = rows;
-        rows += outs[i].n_out;
-    }
+    const int64_t rows = mv_jobs(outs, nouts, 1, &jobs);
     if (jobs.n == 0) return 1;
     if (!*quantized) {
         if (mvq_quantize(ctx, n_in, x, n, norm_w, eps)) return -1;
