@@ -118,14 +118,11 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < dd.n; i++) max_d = RF_MAX(max_d, dd.v[i]);
     rf_model *m = rf_cli_load(&a);
     if (!m) return 1;
-    rf_context_params cp = rf_context_default_params();
-    cp.n_ctx = max_d + RF_MAX(max_pp, max_tg) + 1;
-    cp.n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(max_pp, 1), 2048);
-    cp.kv_type = kv;
-    rf_context *c = rf_context_new(m, &cp);
+    rf_context *c = rf_cli_context(m, max_d + RF_MAX(max_pp, max_tg) + 1,
+                                   a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(max_pp, 1), 2048), kv);
     if (!c) {
         rf_model_free(m);
-        return rf_fail("%s", rf_error());
+        return 1;
     }
     rf_sampler_params sp = rf_sampler_default_params();
     sp.temp = 0;

@@ -42,15 +42,8 @@ int cmd_perplexity(int argc, char **argv) {
         rf_fail("the text has %d token(s); perplexity needs at least 2", n);
         goto done;
     }
-    rf_context_params cp = rf_context_default_params();
-    cp.n_ctx = a.n_ctx;
-    cp.n_batch = a.n_batch;
-    cp.kv_type = kv;
-    c = rf_context_new(m, &cp);
-    if (!c) {
-        rf_fail("%s", rf_error());
-        goto done;
-    }
+    c = rf_cli_context(m, a.n_ctx, a.n_batch, kv);
+    if (!c) goto done;
     if (rf_context_n_ctx(c) < 2) { /* each window scores its tokens after the first: none in windows of 1 */
         rf_fail("perplexity needs a context of at least 2 tokens (-c %d)", rf_context_n_ctx(c));
         goto done;

@@ -69,15 +69,8 @@ int cmd_run(int argc, char **argv) {
         rf_fail("the prompt is empty (no tokens); give some text or drop --no-bos");
         goto out;
     }
-    rf_context_params cp = rf_context_default_params();
-    cp.n_ctx = a.n_ctx;
-    cp.n_batch = a.n_batch;
-    cp.kv_type = kv;
-    c = rf_context_new(m, &cp);
-    if (!c) {
-        rf_fail("%s", rf_error());
-        goto out;
-    }
+    c = rf_cli_context(m, a.n_ctx, a.n_batch, kv);
+    if (!c) goto out;
     int n_ctx = rf_context_n_ctx(c);
     if (n >= n_ctx) {
         rf_fail("the prompt is %d tokens, which does not fit the context of %d (raise -c)", n, n_ctx);

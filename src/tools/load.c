@@ -32,3 +32,13 @@ rf_model *rf_cli_load(const rf_args *a) {
     fprintf(stderr, "rocmforge: %s on %s\n", a->model, rf_model_backend(m));
     return m;
 }
+
+rf_context *rf_cli_context(rf_model *m, int n_ctx, int n_batch, int kv_type) {
+    rf_context_params cp = rf_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.kv_type = kv_type;
+    rf_context *c = rf_context_new(m, &cp);
+    if (!c) rf_fail("%s", rf_error());
+    return c;
+}
