@@ -270,10 +270,10 @@ MM_UNROLL
 #ifndef MVP_F32_BATCH
 #define MVP_F32_BATCH 2
 #endif
-/* f32 (plain formats), xin = x * scale * norm_w with the RMS scale from mm_norm_scale (a pass of
- * its own: f32 arithmetic then gives NaN / inf exactly, with no f32 fallback in the kernel), halves
- * split as MvpF16 reads them (element e at (e / 4 % 2) * n_in / 2 + e / 8 * 4 + e % 4). Ends
- * with a barrier. */
+/* f32 (plain formats), xin = x * scale * norm_w (or x without norm_w), halves split as MvpF16
+ * reads them (element e at (e / 4 % 2) * n_in / 2 + e / 8 * 4 + e % 4). With norm_w, mvp_stage
+ * takes it only when the sum of x^2 is not finite: f32 arithmetic then gives NaN / inf / 0 as the
+ * f32 kernels do, with no f32 fallback in the kernel. Ends with a barrier. */
 __device__ __forceinline__ void mvp_stage_f32(const float *__restrict__ xr, int64_t n_in, const float *norm_w,
                                               float scale, uint8_t *xs) {
     float *xf = (float *)xs;
@@ -301,6 +301,24 @@ MM_UNROLL
         }
     }
     __syncthreads();
+}
+
+/* f32 in one pass (plain formats with norm_w): xs = x * norm_w, halves split as mvp_stage_f32;
+ * returns this thread's sum of x^2 (its elements in mm_norm_scale's order), so that after
+ * mvp_stage_end the RMS scale multiplies each output instead of each x. No barrier. */
+__device__ __forceinline__ float mvp_stage_f32_sq(const float *__restrict__ xr, int64_t n_in,
+                                                  const float *__restrict__ norm_w, uint8_t *xs) {
+    float *xf = (float *)xs;
+    float ss = 0.0f;
+    const int64_t n4 = n_in / 4;
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+        float4 v = *(const float4 *)(xr + 4 * i);
+        const float4 g = *(const float4 *)(norm_w + 4 * i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        v.x *= g.x, v.y *= g.y, v.z *= g.z, v.w *= g.w;
+        *(float4 *)(xf + (i & 1) * (n_in / 2) + (i >> 1) * 4) = v;
+    }
+    return ss;
 }
 
 /* 1 / sqrt(sum x^2 / n_in + eps) from the nw warp sums in red (warp order). */
@@ -335,7 +353,8 @@ __device__ __forceinline__ int mvp_job(const MvJobs &jobs, int64_t r) {
 
 /* The staging of k_mvp / k_mvt (see k_mvp): stages x into xs, returns the block's non-finite flag
  * (int8 formats; 0 for F32X), *scale = the RMS scale of x (1 without norm_w), *out_scale = the
- * factor of every output (the RMS scale for the int8 formats, 1 for F32X: there it is in xs). */
+ * factor of every output: the RMS scale, except for F32X when the sum of x^2 is not finite (then
+ * 1, and the scale is in xs). */
 template <class F>
 __device__ __forceinline__ int mvp_stage(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w,
                                          float eps, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
@@ -343,9 +362,19 @@ __device__ __forceinline__ int mvp_stage(const float *__restrict__ x, int64_t n_
     float ss = 0.0f;
     int bad = 0;
     *out_scale = 1.0f;
-    if (F::F32X) {
-        *scale = mm_norm_scale(x, n_in, norm_w, eps, red);
-        mvp_stage_f32(x, n_in, norm_w, *scale, xs);
+    if (F::F32X && norm_w) {
+        /* one pass over x: x * norm_w staged while its squares are summed, the RMS scale applied
+         * to each output (one L2 round trip and one barrier fewer before the first dot than
+         * mm_norm_scale's pass and then the staging: 7B F16 tg128 267.8 -> 270.0 t/s, 1B F16
+         * 1,331 -> 1,348, H200, docs/PERF.md, thirty-first session) */
+        mvp_stage_end(mvp_stage_f32_sq(x, n_in, norm_w, xs), 0, n_in, norm_w, eps, red, scale);
+        if (*scale > 0.0f && *scale <= 3.402823466e38f) /* sum x^2 finite (uniform per block) */
+            *out_scale = *scale;
+        else /* x * scale * norm_w staged instead: NaN, inf and 0 come out as the f32 kernels give them */
+            mvp_stage_f32(x, n_in, norm_w, *scale, xs);
+    } else if (F::F32X) {
+        *scale = 1.0f;
+        mvp_stage_f32(x, n_in, NULL, 1.0f, xs);
     } else {
         if (xq)
             bad = mvp_stage_copy<MvpStageTune<F>::CB>(xq, xd, n_in, xs);
@@ -446,19 +475,8 @@ __global__ void MVP_BOUNDS(F)
     mm_grid_dep_launch();
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     RF_STAMP(1);
-    float ss = 0.0f, scale, out_scale = 1.0f;
-    int bad = 0;
-    if (F::F32X) {
-        scale = mm_norm_scale(x, n_in, norm_w, eps, red);
-        mvp_stage_f32(x, n_in, norm_w, scale, xs);
-    } else {
-        if (xq)
-            bad = mvp_stage_copy<MvpStageTune<F>::CB>(xq, xd, n_in, xs);
-        else
-            bad = mvp_stage_i8<MvpStageTune<F>::MARK>(x, n_in, norm_w, xs, &ss);
-        bad = mvp_stage_end(ss, bad, n_in, norm_w, eps, red, &scale);
-        out_scale = scale;
-    }
+    float scale, out_scale;
+    const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);
     RF_STAMP(2);
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
