@@ -432,18 +432,17 @@ MM_UNROLL
  * (mm_row_bytes<F>), aligned to F::A and followed by RF_GPU_WEIGHT_PAD readable bytes; x and
  * norm_w 16-byte aligned; n_in % 32 == 0 (int8 formats) or % 8 == 0 (plain formats).
  * Launch: blockDim.x = MvpThreads<F>::N, dynamic shared memory mvp_smem_bytes(F::F32X, n_in,
- * MvpThreads<F>::N), any
- * gridDim.x (the host sizes it to one resident wave); warp g owns rows [g * rpw, (g + 1) * rpw).
+ * MvpThreads<F>::N), any gridDim.x (the host sizes it to one resident wave); warp g owns rows
+ * [g * rpw, (g + 1) * rpw).
  * Each warp issues the loads of its first step before the block stages x (so weight reads overlap
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
  * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
  * before the current ones are used, and the use begins with the format's prep (MvpPrep) on every
  * lane. Per row: f32 accumulation, xor-shuffle reduction from warpSize / 2, lane 0 stores (times
- * the RMS scale, see mvp_stage_end). xq != NULL (int8 formats,
- * no norm_w): x already quantized by its producer (xq[0, n_in) int8, xd[0, n_in / 32) as
- * mm_quantize_x writes them), copied instead of quantized. A non-finite x * norm_w makes the
- * whole block compute its rows in f32 from x (F::Dec decode), so NaN/inf propagate exactly as in
- * the f32 kernels. */
+ * the RMS scale, see mvp_stage_end). xq != NULL (int8 formats, no norm_w): x already quantized by
+ * its producer (xq[0, n_in) int8, xd[0, n_in / 32) as mm_quantize_x writes them), copied instead
+ * of quantized. A non-finite x * norm_w makes the whole block compute its rows in f32 from x
+ * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels. */
 template <class F, int UN>
 __global__ void MVP_BOUNDS(F)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
