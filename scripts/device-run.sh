@@ -12,7 +12,7 @@
 #            (CUPTI; CUPTI_DIR names libcupti's folder), summarized by scripts/trace_summary.py
 #   stamps:  phase timelines of tg128 (STAMP_FILES, default 7B Q4_0 and 1B F16) from a second
 #            build with -DRF_PHASE_STAMPS (src/backend/gpu/phase_stamps.cuh, build-stamps/),
-#            summarized by scripts/phase_timeline.py
+#            summarized by scripts/phase_timeline.py (and per block by scripts/phase_blocks.py)
 #   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
 #            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
 #   vsbase:  tg128 of AB_FILES, this tree against the snapshot in .dev/snap (built into build-base/;
@@ -150,6 +150,7 @@ stamps)
         RF_STAMPS_OUT=/tmp/stamps-$ft build-stamps/rocmforge bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" |
             grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
         python3 scripts/phase_timeline.py /tmp/stamps-$ft/stamps-*.bin > "$OUT/timeline-$ft.txt" 2>&1
+        python3 scripts/phase_blocks.py /tmp/stamps-$ft/stamps-*.bin > "$OUT/blocks-$ft.txt" 2>&1
         tail -8 "$OUT/timeline-$ft.txt" | tee -a "$OUT/summary.txt"
     done
     ;;
