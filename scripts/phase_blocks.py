@@ -15,21 +15,13 @@ arrival on the SM (0 first):
   start  from the instance's last release (point 1; negative: resident before it);
   stream  a block's end - its staging end (points 3 - 2): its own streaming time.
 """
+import os
 import statistics as st
-import struct
 import sys
 from collections import defaultdict
 
-REC = struct.Struct("<6Q6q4I")  # RfStampRec: g[6], c[6], tag, grid, blk, sm
-NAMES = {1: "mvt", 2: "mvp", 3: "swiglu", 4: "attn"}
-
-
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack_from("<I", b)[0]
-    cap = (len(b) - 4) // REC.size
-    recs = [REC.unpack_from(b, 4 + i * REC.size) for i in range(min(n, cap))]
-    return [r for r in recs if r[0] != 0]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from phase_timeline import NAMES, chunks, window  # noqa: E402  (the stamp records and their instances)
 
 
 def corr(a, b):
@@ -43,18 +35,8 @@ def corr(a, b):
 
 def instances(recs):
     """The matvec instances as (name, blocks), each named with the instance that ended before it."""
-    groups = defaultdict(list)
-    for r in recs:
-        groups[(r[12], r[13])].append(r)
-    out = []
-    for (tag, grid), rs in groups.items():
-        rs.sort(key=lambda r: r[0])
-        k = len(rs) // grid
-        rs = rs[len(rs) - k * grid:]  # the oldest instance may be cut by the ring
-        for i in range(k):
-            ch = rs[i * grid:(i + 1) * grid]
-            if len({r[14] for r in ch}) == grid:  # one whole instance
-                out.append(("%s/%d" % (NAMES.get(tag, tag), grid), tag, ch))
+    out = [("%s/%d" % (NAMES.get(tag, tag), grid), tag, ch) for tag, grid, ch in chunks(recs)
+           if len({r[14] for r in ch}) == grid]  # one whole instance
     out.sort(key=lambda t: max(r[3] for r in t[2]))
     for (pname, _, _), (name, tag, ch) in zip(out, out[1:]):
         if tag in (1, 2) and len(ch) >= 64:
@@ -62,13 +44,10 @@ def instances(recs):
 
 
 def main():
-    files = [load(p) for p in sys.argv[1:]]
-    if not files or not all(files):
+    recs = window(sys.argv[1:])
+    if recs is None:
         print("no stamps")
         return
-    lo = max(min(r[0] for r in rs) for rs in files)  # the window every file covers
-    hi = min(max(r[3] for r in rs) for rs in files)
-    recs = [r for rs in files for r in rs if r[0] >= lo + 30000 and r[3] <= hi]
     summary = defaultdict(lambda: defaultdict(list))
     ranks = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for name, ch in instances(recs):

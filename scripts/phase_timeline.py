@@ -38,35 +38,48 @@ def load(path):
     return [r for r in recs if r[0] != 0]
 
 
-def instances(recs):
+def chunks(recs):
+    """Every kernel instance as (tag, grid, its records): `grid` consecutive blocks (by start) of one
+    tag and grid size."""
     groups = {}
     for r in recs:
         groups.setdefault((r[12], r[13]), []).append(r)
-    out = []
     for (tag, grid), rs in groups.items():
         rs.sort(key=lambda r: r[0])
         k = len(rs) // grid
         rs = rs[len(rs) - k * grid:]  # the oldest instance may be cut by the ring
         for i in range(k):
-            ch = rs[i * grid:(i + 1) * grid]
-            out.append(dict(name="%s/%d" % (NAMES.get(tag, tag), grid), tag=tag,
-                            e0=min(r[0] for r in ch), w0=min(r[1] for r in ch), w1=max(r[1] for r in ch),
-                            s1=max(r[2] for r in ch), end=max(r[3] for r in ch), endmin=min(r[3] for r in ch),
-                            stg=st.median([r[2] - r[1] for r in ch]), cmp=st.median([r[3] - r[2] for r in ch]),
-                            first=st.median([r[4] - r[2] for r in ch]) if tag == 1 else
-                            st.median([r[4] - r[1] for r in ch]) if tag == 4 and ch[0][4] else 0,
-                            w0loop=st.median([r[5] - r[4] for r in ch]) if tag in (1, 4) and ch[0][5] else 0))
+            yield tag, grid, rs[i * grid:(i + 1) * grid]
+
+
+def window(paths):
+    """The records of the stamp files in the time window every file covers (None: a file is empty)."""
+    files = [load(p) for p in paths]
+    if not files or not all(files):
+        return None
+    lo = max(min(r[0] for r in rs) for rs in files)
+    hi = min(max(r[3] for r in rs) for rs in files)
+    return [r for rs in files for r in rs if r[0] >= lo + 30000 and r[3] <= hi]
+
+
+def instances(recs):
+    out = []
+    for tag, grid, ch in chunks(recs):
+        out.append(dict(name="%s/%d" % (NAMES.get(tag, tag), grid), tag=tag,
+                        e0=min(r[0] for r in ch), w0=min(r[1] for r in ch), w1=max(r[1] for r in ch),
+                        s1=max(r[2] for r in ch), end=max(r[3] for r in ch), endmin=min(r[3] for r in ch),
+                        stg=st.median([r[2] - r[1] for r in ch]), cmp=st.median([r[3] - r[2] for r in ch]),
+                        first=st.median([r[4] - r[2] for r in ch]) if tag == 1 else
+                        st.median([r[4] - r[1] for r in ch]) if tag == 4 and ch[0][4] else 0,
+                        w0loop=st.median([r[5] - r[4] for r in ch]) if tag in (1, 4) and ch[0][5] else 0))
     return sorted(out, key=lambda d: d["end"])
 
 
 def main():
-    files = [load(p) for p in sys.argv[1:]]
-    if not files or not all(files):
+    recs = window(sys.argv[1:])
+    if recs is None:
         print("no stamps")
         return
-    lo = max(min(r[0] for r in rs) for rs in files)
-    hi = min(max(r[3] for r in rs) for rs in files)
-    recs = [r for rs in files for r in rs if r[0] >= lo + 30000 and r[3] <= hi]
     inst = instances(recs)
     rows = []
     for prev, d in zip(inst, inst[1:]):
