@@ -9,8 +9,8 @@ follows the attention, down the swiglu), since two shapes can share a grid size.
 over its instances, us:
   spread        last block end - first block end
   c(end, blk)   correlation of a block's end with its index (the scheduler places blocks in order)
-and one line per (nb, rank): the blocks of SMs that held nb blocks of the instance, rank = order of
-arrival on the SM (0 first):
+and one line per (nb, rank), medians over the blocks of all instances: the blocks of SMs that held
+nb blocks of their instance, rank = order of arrival on the SM (0 first):
   share  % of the blocks;  end  from the instance's first block end (p90 beside it);
   start  from the instance's last release (point 1; negative: resident before it);
   stream  a block's end - its staging end (points 3 - 2): its own streaming time.
