@@ -581,13 +581,22 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     void *gk2 = malloc(kvb), *gv2 = malloc(kvb);
     /* splits (0: automatic) and heads per block (0: automatic) */
     static const int splits[][2] = {{0, 0}, {1, 0}, {3, 0}, {200, 0}, {1, 8}, {3, 2}};
+    /* tensor-core mode 0: the f32 kernels; 1 (the default): where rf_gpu_attn_decode_tc_rope says so,
+     * the tensor-core kernel's rope-fused instance (else two launches: rope_store_kv and the f32
+     * attention), with the tensor-core tolerance of the file's header */
+    for (int dm = 0; dm <= 1; dm++)
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
+        rf_gpu_attention_decode_tc(dm);
+        const int tc = dm == 1 && rf_gpu_attn_decode_tc_rope(n_head, n_kv, hd, kvt);
+        if (dm == 1 && (!tc || splits[si][1])) continue;
+        const double atol = tc ? 2e-3 : 1e-3, rtol = tc ? 1e-2 : 1e-3;
         rf_gpu_backend_set_attention(be, 1, splits[si][0], splits[si][1]);
         char what[200];
         snprintf(what, sizeof what,
-                 "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d, gb %d%s",
+                 "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d, gb %d%s%s",
                  mode == RF_ROPE_NEOX ? "neox" : "normal", n_rot, use_ff ? " (factors)" : "", n_head, n_kv, hd, len,
-                 rf_kv_type_name(kvt), splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "");
+                 rf_kv_type_name(kvt), splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "",
+                 tc ? ", tensor cores" : "");
         /* path 1: the op; path 2: the two ops on fresh copies of the same inputs */
         for (int path = 1; path <= 2; path++) {
             float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
@@ -613,7 +622,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
             CHECK_CLOSE(what, got, ref_g, qd, 1e-3, 1e-3);
             free(ref_g);
         } else {
-            CHECK_CLOSE(what, got, ref, qd, 1e-3, 1e-3);
+            CHECK_CLOSE(what, got, ref, qd, atol, rtol);
         }
         test_kv_unpack(gk1, kvt, n_slots, kvd, gkf);
         test_kv_unpack(gv1, kvt, n_slots, kvd, gvf);
@@ -624,8 +633,10 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
               "%s: the cache differs from the two-op path's", what);
         char what2[240];
         snprintf(what2, sizeof what2, "%s vs the two-op path", what);
-        CHECK_CLOSE(what2, got, two, qd, 1e-5, 1e-5);
+        /* tensor cores: the two-op path rounds the new position's q and weight to f16 as well */
+        CHECK_CLOSE(what2, got, two, qd, tc ? atol : 1e-5, tc ? rtol : 1e-5);
     }
+    rf_gpu_attention_decode_tc(1);
     rf_gpu_backend_set_attention(be, 0, 0, 0);
     dfree(dpos); dfree(dseq); dfree(dslot); dfree(dbt); dfree(dout); dfree(dff);
     test_paged_kv_free(&c);
@@ -639,11 +650,13 @@ static void test_rope_attention(void) {
      * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
      * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
      * not fusable, so two launches: NEOX n_rot 24 (not a multiple of 16), hd 36 (not a multiple
-     * of 8) */
+     * of 8); one head per KV head at hd 64 with partial NEOX rotation (the tensor-core kernel's
+     * rope-fused instance at hd 64) */
     static const int cfg[][6] = {{32, 32, 128, RF_ROPE_NORMAL, 128, 0}, {32, 8, 64, RF_ROPE_NORMAL, 64, 1},
                                  {14, 2, 64, RF_ROPE_NEOX, 64, 0},      {8, 1, 128, RF_ROPE_NEOX, 64, 1},
                                  {4, 2, 80, RF_ROPE_NORMAL, 40, 0},     {32, 2, 32, RF_ROPE_NEOX, 32, 0},
-                                 {4, 4, 64, RF_ROPE_NEOX, 24, 0},       {6, 3, 36, RF_ROPE_NORMAL, 36, 0}};
+                                 {4, 4, 64, RF_ROPE_NEOX, 24, 0},       {6, 3, 36, RF_ROPE_NORMAL, 36, 0},
+                                 {8, 8, 64, RF_ROPE_NEOX, 32, 1}};
     static const int lens[] = {1, 2, 33, 200, 700};
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++)
         for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {
@@ -836,6 +849,15 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
             us = bench_graph(b_decode, &c, 50);
             printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  with rope fused\n", name, tn,
                    ctxs[ci], c.n_split, us);
+            rf_gpu_attention_decode_tc(1);
+            if (rf_gpu_attn_decode_tc_rope(n_head, n_kv, hd, kvt)) {
+                c.a.tc = 1;
+                us = bench_graph(b_decode, &c, 50);
+                printf("BENCH %-4s attention decode kv %s ctx %5d (splits %3d): %8.2f us  tensor-core with rope fused\n",
+                       name, tn, ctxs[ci], c.n_split, us);
+                c.a.tc = 0;
+            }
+            rf_gpu_attention_decode_tc(0);
             c.a.k_new = c.a.v_new = NULL;
             c.a.slot = NULL;
             dfree(kn), dfree(vn), dfree(dsl), free(knh);

@@ -840,7 +840,7 @@ static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
 
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type);
 static int dec_tc_resident(uint32_t kv_type, int hd, int G);
-static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part);
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters);
 
 extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
                                          int n_pos, int n_sm) {
@@ -907,8 +907,14 @@ static bool dec_fused(int n_tokens, int n_head, int n_kv_head, int n_split) {
 extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new,
                                           const float *v_new, int n_split, int n_sm) {
     const int hd = a->head_dim;
-    if (a->tc || a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
+    if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
+        return 0;
+    /* the tensor-core kernel's rope-fused instance: f16 caches, one query head per KV head, the
+     * fused combine, q 16-byte aligned */
+    if (a->tc && (a->kv_type != RF_TYPE_F16 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
+                  a->n_head != a->n_kv_head || (uintptr_t)a->q % 16 ||
+                  !dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split)))
         return 0;
     if ((a->kv_type == RF_TYPE_Q8_0 || a->kv_type == RF_TYPE_Q4_0) && hd % 32) return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
@@ -917,9 +923,10 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     if (rope->mode != RF_ROPE_NEOX && rope->mode != RF_ROPE_NORMAL) return 0;
     /* one wave of the fused kernel (it may take more registers than the plain one, and a second
      * wave for the last blocks costs more than rope's own launch saves) */
-    const int G = a->n_head / a->n_kv_head, gb = dec_gb_of(a);
+    const int G = a->n_head / a->n_kv_head, gb = a->tc ? G : dec_gb_of(a);
+    const int resident = a->tc ? dec_tc_resident(a->kv_type, hd, G) : dec_resident_t(a->kv_type, gb, hd, true);
     return n_sm <= 0 || (int64_t)a->n_kv_head * ((G + gb - 1) / gb) * (n_split < 1 ? 1 : n_split) <=
-                            (int64_t)dec_resident_t(a->kv_type, gb, hd, true) * n_sm;
+                            (int64_t)resident * n_sm;
 }
 
 extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split, float *scratch) {
@@ -938,15 +945,15 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
      * after the tensor-core kernel: its blocks serve a whole group (G * head_dim outputs for the
      * last block's loop over the splits: 8B shape at 2048 positions, 32 splits, 18.1 us fused
      * against 13.3 us at 4096 positions with the combine kernel, H200) */
-    const bool fused = !a->tc && dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
+    const bool fused = (!a->tc || a->k_new) && dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
     if (a->xq && (a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
     if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
     float *part = (float *)((char *)scratch + DEC_COUNTER_BYTES);
-    if (a->tc && (a->k_new || !dec_tc_capable(a->n_head, a->n_kv_head, a->head_dim, a->kv_type) ||
+    if (a->tc && (!dec_tc_capable(a->n_head, a->n_kv_head, a->head_dim, a->kv_type) ||
                   ((uintptr_t)a->q | (uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16))
         return invalid_value();
-    int rc = a->tc ? dec_tc_launch(st, a, n_split, part)
+    int rc = a->tc ? dec_tc_launch(st, a, n_split, part, counters)
              : a->kv_type == RF_TYPE_F16    ? dec_launch_t<__half>(st, a, n_split, part, counters, vec)
              : a->kv_type == RF_TYPE_Q8_0 ? dec_launch_t<kv_q8>(st, a, n_split, part, counters, vec)
              : a->kv_type == RF_TYPE_Q4_0 ? dec_launch_t<kv_q4>(st, a, n_split, part, counters, vec)
@@ -1375,8 +1382,8 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
     }
 }
 
-/* ---- decode on tensor cores (CUDA sm_80+): long contexts -----------------------------------------
- * attn_dec_mma_kernel<HD, T, TU, NT, MINB>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads
+/* ---- decode on tensor cores (CUDA sm_80+): long contexts, and MHA with rope fused ----------------
+ * attn_dec_mma_kernel<HD, T, TU, NT, MINB, RK>: grid (n_tokens * n_kv_head, n_split), DM_THREADS threads
  * (4 warps of 32: the mma.sync fragment layout is defined for 32-lane warps; MINB: the launch
  * bound's blocks per SM, a register cap). Block (t, g, s) takes all G = n_head / n_kv_head query
  * heads of group g (1 <= G <= 8 NT, NT = 1 or 2; G = 1 is not launched for f32 caches) for token t
@@ -1402,8 +1409,9 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  *     HD / 8): output tile i, row r is dim r * HD / 8 + 2i, row r + 8 dim r * HD / 8 + 2i + 1.
  * All of a round's K and V loads are issued before any is used; the next round's cache slots are
  * looked up (one per lane, fetched by shuffle) during the current one. The end is attn_dec_kernel's
- * (dec_block_out): the same partials, always combined by attn_combine_kernel, which also writes the
- * int8 copy (the fused combine's serial loop over the splits is too slow for G * head_dim outputs).
+ * (dec_block_out): the same partials, combined by attn_combine_kernel, which also writes the int8
+ * copy (the fused combine's serial loop over the splits is too slow for G * head_dim outputs); the
+ * RK instance (below the helpers) ends as attn_dec_kernel's fused one.
  * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
  * accumulators f32, exponentials with results below 2^-126 flushed to zero: outputs differ from the
  * CPU by ~1e-3 relative of the output scale. Limits: |q|, |k|, |v| < 65504 (f16 range); an inf v
@@ -1428,28 +1436,28 @@ template <typename Q, int N> struct kv_piece_q {
 };
 template <int N> struct kv_piece<kv_q8, N> : kv_piece_q<kv_q8, N> {};
 template <int N> struct kv_piece<kv_q4, N> : kv_piece_q<kv_q4, N> {};
-template <typename T, int N>
+template <typename T, int N, bool S = true>
 static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
     if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4) {
         constexpr int W = sizeof x.q / 4;
         const char *p = kv_at<T>(cache, slot, kv_dim, e);
         if (W == 1) {
-            x.q[0] = kv_ldv<true, uint32_t>(p);
+            x.q[0] = kv_ldv<S, uint32_t>(p);
         } else if (W == 2) {
-            const uint2 v = kv_ldv<true, uint2>(p);
+            const uint2 v = kv_ldv<S, uint2>(p);
             x.q[0] = v.x, x.q[1] = v.y;
         } else {
 #pragma unroll
             for (int i = 0; i < W / 4; i++) {
-                const uint4 v = kv_ldv<true, uint4>(p + 16 * i);
+                const uint4 v = kv_ldv<S, uint4>(p + 16 * i);
                 x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
             }
         }
-        x.d = kv_ldv<true, __half>(p + kv_fmt<T>::scale_off(kv_dim, e));
+        x.d = kv_ldv<S, __half>(p + kv_fmt<T>::scale_off(kv_dim, e));
     } else {
 #pragma unroll
         for (int i = 0; i < N / 8; i++)
-            kv_load8<true>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
+            kv_load8<S>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
     }
 }
 /* Zeros (the positions past a split's end): float zeros, or codes read as zero with a zero scale. */
@@ -1490,7 +1498,7 @@ template <int HD, typename T, int TU> struct DmRound {
 
 /* Issues the loads of the round at positions p0 .. p0 + NP - 1 (those < pe; the others zero).
  * slot: the cache slot of position p0 + lane % NP (every lane calls: shuffles). */
-template <int HD, typename T, int TU>
+template <int HD, typename T, int TU, bool S = true>
 static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_gpu_attn_args &a, int p0, int pe,
                                                int slot, int kv_dim, int ek, int ev) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
@@ -1499,13 +1507,13 @@ static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_g
 #pragma unroll
         for (int n = 0; n < 2; n++) {
             const int j = 16 * u + 8 * n + r, sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) kv_piece_load(R.k[u][n], a.k_cache, sl, kv_dim, ek);
+            if (p0 + j < pe) kv_piece_load<T, HD / 4, S>(R.k[u][n], a.k_cache, sl, kv_dim, ek);
             else kv_piece_zero(R.k[u][n]);
         }
 #pragma unroll
         for (int qi = 0; qi < 4; qi++) {
             const int j = 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1), sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) kv_piece_load(R.v[u][qi], a.v_cache, sl, kv_dim, ev);
+            if (p0 + j < pe) kv_piece_load<T, HD / 8, S>(R.v[u][qi], a.v_cache, sl, kv_dim, ev);
             else kv_piece_zero(R.v[u][qi]);
         }
     }
@@ -1625,10 +1633,54 @@ static __device__ __forceinline__ void dm_round(DmState<HD, NT> &st, const DmRou
     }
 }
 
-template <int HD, typename T, int TU, int NT, int MINB>
-static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part) {
+/* Dims d .. d + 3 (d % 4 == 0) of a row rotated at the position whose (cos, sin) table is cs / sn,
+ * as dec_rope8 rotates them: v holds the four, p their NEOX partners (d +- n_rot / 2, dm_rope4_src;
+ * unused for NORMAL pairs, which lie within the four). NEOX needs n_rot % 8 == 0, which
+ * rf_gpu_attn_decode_rope_ok's n_rot % 16 ensures. */
+static __device__ __forceinline__ int dm_rope4_src(int d, int mode, int n_rot) {
+    return mode == RF_ROPE_NEOX && d < n_rot ? (d < n_rot / 2 ? d + n_rot / 2 : d - n_rot / 2) : d;
+}
+static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int mode, int n_rot, const float *cs,
+                                                  const float *sn) {
+    float e[4] = {v.x, v.y, v.z, v.w};
+    const int half = n_rot / 2;
+    if (mode == RF_ROPE_NEOX) {
+        if (d < n_rot) {
+            const bool lo = d < half;
+            const float q[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int j = (lo ? d : d - half) + i;
+                e[i] = lo ? rope_lo(e[i], q[i], cs[j], sn[j]) : rope_hi(q[i], e[i], cs[j], sn[j]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i += 2)
+            if (d + i < n_rot) {
+                const float x0 = e[i], x1 = e[i + 1], c = cs[(d + i) / 2], sv = sn[(d + i) / 2];
+                e[i] = rope_lo(x0, x1, c, sv);
+                e[i + 1] = rope_hi(x0, x1, c, sv);
+            }
+    }
+    return make_float4(e[0], e[1], e[2], e[3]);
+}
+
+/* RK (rope fused, one token, f16 cache; rf_gpu_attn_decode_rope_ok): as attn_dec_kernel's RK
+ * instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched into
+ * L2 before the grid dependency wait, q is rotated as it is loaded, and the split holding the last
+ * position reads only the positions before it: its last warp rotates k_new, stores both rows
+ * (rounded to f16) at slot[t] and writes that one position's state (m = its score, l = 1, acc = its
+ * v row) per head as a fifth warp's, so no warp waits for the store and nothing of it stays live
+ * through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from one step
+ * to the next), and the block writes its output itself (one split) or the last split block of the
+ * group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused combine. */
+template <int HD, typename T, int TU, int NT, int MINB, bool RK>
+static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
+                                                                               int *counters) {
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
+    static_assert(!RK || (std::is_same<T, __half>::value && NT == 1), "the fused rope: f16 rows, one tile of heads");
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
     const int g = blockIdx.x % a.n_kv_head, t = blockIdx.x / a.n_kv_head, h0 = g * G;
@@ -1637,23 +1689,74 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int r = lane >> 2, c = lane & 3;
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
     const int n_pos = a.pos[t] + 1, per = (n_pos + n_split - 1) / n_split;
-    const int pb = s * per, pe = min(n_pos, pb + per), stride = nw * NP;
+    const int pb = s * per, pe_all = min(n_pos, pb + per), stride = nw * NP;
+    const bool own = RK && pb < pe_all && pe_all == n_pos; /* this split holds the new position */
+    const int pe = own ? pe_all - 1 : pe_all;
     const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
+    __shared__ float rope_cs[RK ? HD / 2 : 1], rope_sn[RK ? HD / 2 : 1];
+    if (RK) rf_grid_dep_launch(); /* the output projection may start loading its weights */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
+    if (RK && lane < NP && p0 + lane < pe) {
+        dec_prefetch_l2(kv_at<T>(a.k_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.v_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
+    }
+    if (RK)
+        for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
+            rope_cos_sin((float)a.pos[t], i, a.rope.n_rot, a.rope.base, a.rope.freq_scale, a.rope.freq_factors,
+                         &rope_cs[i], &rope_sn[i]);
     rf_grid_dep_wait();
+    if (RK) __syncthreads();
 
     uint32_t qb[NT][HD / 16][2];
 #pragma unroll
     for (int n = 0; n < NT; n++) {
         const int j = 8 * n + r;
-        const float *q = j < G ? a.q + ((int64_t)t * a.n_head + h0 + j) * HD + c * (HD / 4) : NULL;
+        const float *q = j < G ? a.q + ((int64_t)t * a.n_head + h0 + j) * HD : NULL;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            const float4 x = q ? *(const float4 *)(q + 4 * kk) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const int d = c * (HD / 4) + 4 * kk;
+            float4 x = q ? *(const float4 *)(q + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (RK && q)
+                x = dm_rope4(x, *(const float4 *)(q + dm_rope4_src(d, a.rope.mode, a.rope.n_rot)), d, a.rope.mode,
+                             a.rope.n_rot, rope_cs, rope_sn);
             qb[n][kk][0] = fa_pack(x.x, x.y);
             qb[n][kk][1] = fa_pack(x.z, x.w);
+        }
+    }
+    /* the new position (RK: one query head per group), by the last warp before its loop, lane l
+     * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
+     * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
+    const bool nown = RK && own && warp == nw - 1; /* warp-uniform */
+    const int nd = 4 * lane, nsrc = dm_rope4_src(nd, a.rope.mode, a.rope.n_rot);
+    const bool non = nown && nd < HD;
+    const int64_t nkv = (int64_t)t * kv_dim + (int64_t)g * HD, nqr = ((int64_t)t * a.n_head + h0) * HD;
+    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 nk = non ? *(const float4 *)(a.k_new + nkv + nd) : z4, nkp = non ? *(const float4 *)(a.k_new + nkv + nsrc) : z4;
+    const float4 nv = non ? *(const float4 *)(a.v_new + nkv + nd) : z4;
+    const float4 nq = non ? *(const float4 *)(a.q + nqr + nd) : z4, nqp = non ? *(const float4 *)(a.q + nqr + nsrc) : z4;
+    if (nown) { /* rotated, rounded to f16 and stored; its state m = score, l = 1, acc = v as warp nw's */
+        const float4 kf = dm_rope4(nk, nkp, nd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        const float4 qf = dm_rope4(nq, nqp, nd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        const __half2 k01 = __floats2half2_rn(kf.x, kf.y), k23 = __floats2half2_rn(kf.z, kf.w);
+        const __half2 v01 = __floats2half2_rn(nv.x, nv.y), v23 = __floats2half2_rn(nv.z, nv.w);
+        const float2 ka = __half22float2(k01), kb = __half22float2(k23);
+        float dot = non ? qf.x * ka.x + qf.y * ka.y + qf.z * kb.x + qf.w * kb.y : 0.0f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        float *w = dsm + (int64_t)nw * (HD + 2);
+        if (lane == 0) {
+            w[0] = dot * a.scale;
+            w[1] = 1.0f;
+        }
+        if (non) {
+            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * HD + nd;
+            *(uint2 *)((__half *)a.k_cache + row) = make_uint2(*(const uint32_t *)&k01, *(const uint32_t *)&k23);
+            *(uint2 *)((__half *)a.v_cache + row) = make_uint2(*(const uint32_t *)&v01, *(const uint32_t *)&v23);
+            const float2 va = __half22float2(v01), vb = __half22float2(v23);
+            w[2 + nd] = va.x, w[3 + nd] = va.y;
+            w[4 + nd] = vb.x, w[5 + nd] = vb.y;
         }
     }
     DmState<HD, NT> st;
@@ -1670,7 +1773,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         DmRound<HD, T, TU> cur;
         const int sl = slot, pn = p0 + stride + lane % NP;
         slot = pn < pe ? (int)att_slot(bt, a.block_size, pn) : 0; /* the next round's, during this one */
-        dm_load(cur, a, p0, pe, sl, kv_dim, ek, ev);
+        dm_load<HD, T, TU, !RK>(cur, a, p0, pe, sl, kv_dim, ek, ev);
         dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
     /* this warp's state per head into [warp][j][2 + HD], m in natural-log units (dec_block_out) */
@@ -1696,7 +1799,12 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             }
         }
     __syncthreads();
-    dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
+    if (!RK) {
+        dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
+        return;
+    }
+    if (!dec_block_out(a, dsm, G, nw + (own ? 1 : 0), G, HD, t, h0, s, n_split, part, true))
+        dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
 }
 #endif
 
@@ -1748,6 +1856,11 @@ extern "C" int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, ui
            (mode == 2 || (mode == 1 && n_pos >= RF_GPU_ATTN_TC_MIN_POS));
 }
 
+extern "C" int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type) {
+    return dec_tc_mode() >= 1 && kv_type == RF_TYPE_F16 && n_head == n_kv_head &&
+           dec_tc_capable(n_head, n_kv_head, head_dim, kv_type);
+}
+
 extern "C" int rf_gpu_attention_decode_tc(int mode) {
     const int old = dec_tc_mode();
     if (mode >= 0) g_dec_tc = mode;
@@ -1755,7 +1868,7 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 }
 
 #if RF_GPU_CUDA
-typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
+typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
 /* Rounds of 32 positions per warp (TU 2), but 16 for the f32, q8_0 and q4_0 caches at head_dim 128
  * (with 32: f32 spilled in the earlier kernel, q8_0 spills 4 bytes at its cap, q4_0 fits in 155
  * registers at 3 blocks per SM but lost, 7B file at 8k 387.9 -> 379.0 tokens/s). Register caps
@@ -1766,12 +1879,16 @@ typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *);
 template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
     enum { Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4 };
     constexpr bool F16 = std::is_same<T, __half>::value;
-    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, NT, Q || (F16 && NT == 1) ? 4 : 1>;
-    if constexpr (F16) return attn_dec_mma_kernel<128, T, 2, NT, 1>;
-    else return attn_dec_mma_kernel<128, T, 1, NT, Q ? 3 : 1>;
+    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, NT, Q || (F16 && NT == 1) ? 4 : 1, false>;
+    if constexpr (F16) return attn_dec_mma_kernel<128, T, 2, NT, 1, false>;
+    else return attn_dec_mma_kernel<128, T, 1, NT, Q ? 3 : 1, false>;
 }
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd, int G) {
     return G <= 8 ? dec_tc_kernel_nt<T, 1>(hd) : dec_tc_kernel_nt<T, 2>(hd);
+}
+/* The rope-fused instances (f16 cache, G = 1; at head_dim 64 capped for 2 blocks per SM: at 4 it spilled 108 bytes). */
+static dec_tc_fn dec_tc_kernel_rk(int hd) {
+    return hd == 64 ? attn_dec_mma_kernel<64, __half, 2, 1, 2, true> : attn_dec_mma_kernel<128, __half, 2, 1, 1, true>;
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd, int G) {
     return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd, G)
@@ -1803,16 +1920,20 @@ static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
 #endif
 }
 
-static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part) {
+/* counters: the fused combine's (the rope-fused instance, a->k_new; NULL otherwise). */
+static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters) {
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
-    const dec_tc_fn fn = dec_tc_kernel_t(a->kv_type, a->head_dim, G);
+    const dec_tc_fn fn = a->k_new ? dec_tc_kernel_rk(a->head_dim) : dec_tc_kernel_t(a->kv_type, a->head_dim, G);
+    /* the rope-fused instance keeps the new position's state as a fifth warp's */
+    const size_t smem = a->k_new ? dec_smem(a->head_dim, G) / DEC_MAX_WARPS * (DEC_MAX_WARPS + 1)
+                                 : dec_smem(a->head_dim, G);
     gpuError_t err;
-    RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), dec_smem(a->head_dim, G), st, *a, part);
+    RF_LAUNCH_PDL(err, fn, grid, dim3(DM_THREADS), smem, st, *a, part, counters);
     return (int)err;
 #else
-    (void)st, (void)a, (void)n_split, (void)part;
+    (void)st, (void)a, (void)n_split, (void)part, (void)counters;
     return invalid_value();
 #endif
 }

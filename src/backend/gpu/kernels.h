@@ -107,9 +107,16 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
 #define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
 int rf_gpu_attention_decode_tc(int mode);
+/* 1 when, in modes 1 and 2, the tensor-core kernel is also the choice at shorter contexts for a
+ * one-token decode with rope fused in (rf_gpu_attn_decode_rope_ok with tc = 1 decides whether it
+ * can take it): one query head per KV head and an f16 cache. There its rope-fused instance beat the
+ * f32 rope-fused kernel (7B files at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and
+ * Q4_K_M, level for Q4_0; with GQA groups of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session). */
+int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
- * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0), not
- * the tensor-core kernel (a->tc == 0); and, when n_sm > 0
+ * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0); for
+ * the tensor-core kernel (a->tc) also an f16 cache, n_head == n_kv_head, q 16-byte aligned and at most
+ * 32 splits (its fused combine); and, when n_sm > 0
  * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
  * multiprocessors. */
 int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
