@@ -1857,7 +1857,7 @@ extern "C" int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, ui
 }
 
 extern "C" int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type) {
-    return dec_tc_mode() >= 1 && kv_type == RF_TYPE_F16 && n_head == n_kv_head &&
+    return dec_tc_mode() == 1 && kv_type == RF_TYPE_F16 && n_head == n_kv_head &&
            dec_tc_capable(n_head, n_kv_head, head_dim, kv_type);
 }
 

@@ -401,13 +401,17 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                 n_split /= 2;
         if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
-            /* shorter contexts too on tensor cores where their rope-fused instance takes the step */
-            if (rope && g->rope_fused && !a.tc &&
+            /* Shorter contexts on tensor cores too where their rope-fused instance takes the step
+             * (kernels.h). At long contexts the tensor-core kernel keeps rope as a launch of its
+             * own, as before that instance: it loads K/V plainly, not measured there. */
+            const int tc_long = a.tc;
+            if (rope && g->rope_fused && !tc_long &&
                 rf_gpu_attn_decode_tc_rope(d->n_head, d->n_kv_head, d->head_dim, d->kv_type)) {
                 a.tc = 1;
                 a.tc = rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm);
             }
-            if (rope && g->rope_fused && rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {
+            if (rope && g->rope_fused && !tc_long &&
+                rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {
                 a.rope = *rope;
                 a.k_new = k_new;
                 a.v_new = v_new;

@@ -107,9 +107,9 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
 #define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
 int rf_gpu_attention_decode_tc(int mode);
-/* 1 when, in modes 1 and 2, the tensor-core kernel is also the choice at shorter contexts for a
- * one-token decode with rope fused in (rf_gpu_attn_decode_rope_ok with tc = 1 decides whether it
- * can take it): one query head per KV head and an f16 cache. There its rope-fused instance beat the
+/* 1 when, in mode 1 (the default), the tensor-core kernel is also the choice below RF_GPU_ATTN_TC_MIN_POS
+ * for a one-token decode with rope fused in (rf_gpu_attn_decode_rope_ok with tc = 1 decides whether
+ * it can take it): one query head per KV head and an f16 cache. There its rope-fused instance beat the
  * f32 rope-fused kernel (7B files at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and
  * Q4_K_M, level for Q4_0; with GQA groups of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session). */
 int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type);
