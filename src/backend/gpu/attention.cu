@@ -1666,12 +1666,13 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
     return make_float4(e[0], e[1], e[2], e[3]);
 }
 
-/* RK (rope fused, one token, f16 cache; rf_gpu_attn_decode_rope_ok): as attn_dec_kernel's RK
+/* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok;
+ * the backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's RK
  * instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched into
  * L2 before the grid dependency wait, q is rotated as it is loaded, and the split holding the last
  * position reads only the positions before it: its last warp rotates k_new, stores both rows
  * (rounded to f16) at slot[t] and writes that one position's state (m = its score, l = 1, acc = its
- * v row) per head as a fifth warp's, so no warp waits for the store and nothing of it stays live
+ * v row) as a fifth warp's, so no warp waits for the store and nothing of it stays live
  * through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from one step
  * to the next), and the block writes its output itself (one split) or the last split block of the
  * group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused combine. */
@@ -1725,7 +1726,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             qb[n][kk][1] = fa_pack(x.z, x.w);
         }
     }
-    /* the new position (RK: one query head per group), by the last warp before its loop, lane l
+    /* the new position, by the last warp before its loop, lane l
      * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
      * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
     const bool nown = RK && own && warp == nw - 1; /* warp-uniform */
