@@ -407,8 +407,9 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
             const int tc_long = a.tc;
             if (rope && g->rope_fused && !tc_long &&
                 rf_gpu_attn_decode_tc_rope(d->n_head, d->n_kv_head, d->head_dim, d->kv_type)) {
-                a.tc = 1;
-                a.tc = rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm);
+                rf_gpu_attn_args on_tc = a;
+                on_tc.tc = 1;
+                a.tc = rf_gpu_attn_decode_rope_ok(&on_tc, rope, k_new, v_new, n_split, g->n_sm);
             }
             if (rope && g->rope_fused && !tc_long &&
                 rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {

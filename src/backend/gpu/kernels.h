@@ -102,7 +102,8 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
  * query heads per KV head (2..16 with an f32 cache), and (the default mode 1) n_pos >=
  * RF_GPU_ATTN_TC_MIN_POS, where it is faster than the f32 kernels (H200: level or ahead from 1,024
  * positions, 1.7-10% behind at the first 128; docs/PERF.md). rf_gpu_attention_decode_tc sets the
- * mode: 0 never, 1 at long contexts, 2 wherever it can run (tests), < 0 leaves it; returns the
+ * mode: 0 never, 1 at long contexts (and where rf_gpu_attn_decode_tc_rope says so), 2 wherever it
+ * can run (tests), < 0 leaves it; returns the
  * previous mode. Not thread-safe (a process-wide switch for tests and benchmarks). */
 #define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
