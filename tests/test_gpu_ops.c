@@ -14,7 +14,7 @@
  *     1e-4 absolute + 1e-4 relative (summation order over up to 9000 positions); one-token
  *     decode cases also with the int8 copy of the output for the next matvec, which must equal
  *     the host's quantization of the f32 output bit for bit (NaN blocks marked);
- *     the tensor-core prefill (CUDA sm_80+, head dims 64/128) rounds q, k, v and the softmax
+ *     the tensor-core prefill and decode (CUDA sm_80+, head dims 64/128) round q, k, v and the softmax
  *     weights to f16 (relative error 2^-11 = 4.9e-4 each; scores of |q| <= 2, |k| <= 1, hd 128
  *     err ~ scale * sqrt(hd) * 2 * 4.9e-4 ~ 1e-3 before the exp): 2e-3 absolute + 1e-2 relative
  *     on outputs of magnitude <= 1 (the measured worst case is printed)
