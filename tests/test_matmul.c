@@ -6,6 +6,8 @@
  * Tolerance, per output element: |y - ref| <= tol * sum_i |W[o][i] * x[i]| + 1e-30, with
  *   tol = 1e-4 for the f32 paths (F32/F16/BF16 at every level, every type at the scalar level:
  *         f32 accumulation of <= 768 terms),
+ *   tol = 1e-3 for F16/BF16 with 8 or more tokens at the AVX-512 VNNI level (14-bit block codes
+ *         for weights and x, gemm_i16_avx512.c; test_gemm_i16 checks its sharper per-block bound),
  *   tol = 1e-2 for quantized types at the AVX2/AVX-512 levels (x quantized to int8 per 32;
  *         the measured worst is printed with RF_TEST_VERBOSE=1, typically ~2e-3),
  * and for the int8 path also sqrt(sum err^2) / sqrt(sum (sum_i |W x|)^2) <= 4e-3 over the output.
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/threadpool.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -89,12 +92,29 @@ static int is_int8_path(uint32_t type, rf_isa isa) {
     return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
 }
 
+/* F16 / BF16 with 8 or more tokens at the AVX-512 level with VNNI (and the AMX level below 16
+ * tokens) take the GEMM on 14-bit block codes (gemm_i16_avx512.c), whose error is about 1e-4 of
+ * sum|W x| at random values: 1e-3 here; test_gemm_i16 holds it to its own sharper bound. */
+static int is_int16_path(uint32_t type, rf_isa isa, int64_t n_tok) {
+#if defined(__x86_64__)
+    return isa >= RF_ISA_AVX512 && (type == RF_TYPE_F16 || type == RF_TYPE_BF16) && n_tok >= 8 &&
+           __builtin_cpu_supports("avx512vnni");
+#else
+    (void)type, (void)isa, (void)n_tok;
+    return 0;
+#endif
+}
+
+static double path_tol(uint32_t type, rf_isa isa, int64_t n_tok) {
+    return is_int8_path(type, isa) ? 1e-2 : is_int16_path(type, isa, n_tok) ? 1e-3 : 1e-4;
+}
+
 static double worst_rel[RF_TYPE_COUNT][RF_ISA_COUNT];
 
 /* Compares y with the reference; returns the number of bad elements. */
-static int compare(uint32_t type, rf_isa isa, const float *y, const double *ref, const double *mag, int64_t n,
-                   const char *what) {
-    const double tol = is_int8_path(type, isa) ? 1e-2 : 1e-4;
+static int compare(uint32_t type, rf_isa isa, int64_t n_tok, const float *y, const double *ref, const double *mag,
+                   int64_t n, const char *what) {
+    const double tol = path_tol(type, isa, n_tok);
     int bad = 0;
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -153,7 +173,7 @@ static void test_random(rf_threadpool *tp3, rf_isa best) {
                     char what[96];
                     snprintf(what, sizeof what, "%lldx%lld tok %lld th %d", (long long)n_out, (long long)n_in,
                              (long long)n_tok, th ? 3 : 1);
-                    const int bad = compare(type, (rf_isa)isa, y, ref, mag, n_tok * n_out, what);
+                    const int bad = compare(type, (rf_isa)isa, n_tok, y, ref, mag, n_tok * n_out, what);
                     CHECK(bad == 0, "%s %s %s: %d bad elements", rf_type_name(type), rf_isa_name((rf_isa)isa), what, bad);
                 }
             }
@@ -196,7 +216,7 @@ static void test_edges(rf_threadpool *tp3, rf_isa best) {
             x[3 * n_in + 5] = 4.0f; /* one moderate outlier in a block */
             reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
             rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
-            CHECK(compare(type, (rf_isa)isa, y, ref, mag, n_out * n_tok, "magnitudes") == 0, "%s %s: magnitudes", tn, in);
+            CHECK(compare(type, (rf_isa)isa, n_tok, y, ref, mag, n_out * n_tok, "magnitudes") == 0, "%s %s: magnitudes", tn, in);
             /* NaN in token 1, +inf in token 4: those rows become NaN/inf exactly as the
              * reference; the other tokens stay accurate. */
             for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
@@ -212,7 +232,7 @@ static void test_edges(rf_threadpool *tp3, rf_isa best) {
                     if (isnan(r)) mism += !isnan(v);
                     else if (isinf(r)) mism += !(isinf(v) && (v > 0) == (r > 0));
                     else {
-                        const double tol = is_int8_path(type, (rf_isa)isa) ? 1e-2 : 1e-4;
+                        const double tol = path_tol(type, (rf_isa)isa, n_tok);
                         finite_bad += !(fabs(v - r) <= tol * mag[t * n_out + o]);
                     }
                 }
@@ -412,13 +432,13 @@ static void test_extreme_codes(rf_threadpool *tp3, rf_isa best) {
                 rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x, n_tok, y);
                 char what[64];
                 snprintf(what, sizeof what, "bytes 0x%02X", fills[f]);
-                CHECK(compare(type, (rf_isa)isa, y, ref, mag, n_tok * n_out, what) == 0, "%s %s %s", rf_type_name(type),
+                CHECK(compare(type, (rf_isa)isa, n_tok, y, ref, mag, n_tok * n_out, what) == 0, "%s %s %s", rf_type_name(type),
                       rf_isa_name((rf_isa)isa), what);
                 /* one token (the matvec kernels): all +127, all -127 */
                 for (int64_t t = 0; t < 2; t++) {
                     rf_matmul(tp3, (rf_isa)isa, type, w, n_out, n_in, x + t * n_in, 1, y);
                     snprintf(what, sizeof what, "bytes 0x%02X one token %lld", fills[f], (long long)t);
-                    CHECK(compare(type, (rf_isa)isa, y, ref + t * n_out, mag + t * n_out, n_out, what) == 0, "%s %s %s",
+                    CHECK(compare(type, (rf_isa)isa, 1, y, ref + t * n_out, mag + t * n_out, n_out, what) == 0, "%s %s %s",
                           rf_type_name(type), rf_isa_name((rf_isa)isa), what);
                 }
             }
@@ -465,7 +485,8 @@ static void test_batch_invariance(rf_threadpool *tp3, rf_isa best) {
                 CHECK(diff == 0, "%s %s: %d outputs differ between one batch and groups of 1..7 tokens",
                       rf_type_name(types[k]), rf_isa_name((rf_isa)isa), diff);
             else
-                CHECK(dmax <= 1e-4 * ymax, "%s %s: one batch vs groups of 1..7 tokens differ by %.3g (max |y| %.3g)",
+                CHECK(dmax <= (is_int16_path(types[k], (rf_isa)isa, n_tok) ? 1e-3 : 1e-4) * ymax,
+                      "%s %s: one batch vs groups of 1..7 tokens differ by %.3g (max |y| %.3g)",
                       rf_type_name(types[k]), rf_isa_name((rf_isa)isa), dmax, ymax);
         }
         free(w);
@@ -474,6 +495,156 @@ static void test_batch_invariance(rf_threadpool *tp3, rf_isa best) {
         free(y1);
     }
 }
+
+#if defined(__x86_64__)
+/* The error bound of gemm_i16_avx512.c's contract for output (t, o), from the blocks' maxima:
+ * sum over 32-blocks of 0.51 * (s_w sum|x| + s_x sum|w| + 16 s_w s_x) (0.5 for the codes'
+ * rounding, the rest for the float rounding of the scale and its reciprocal), plus 1e-5 of
+ * sum|w x| for the float epilogue and 1e-44 per term for sums that end in float's subnormals
+ * (the f32 fallback's tiny tokens). */
+static double i16_bound(const float *row, const float *xr, int64_t n_in, double mag) {
+    double e = 0;
+    for (int64_t b = 0; b < n_in; b += 32) {
+        double aw = 0, ax = 0, sw = 0, sx = 0;
+        for (int64_t k = b; k < RF_MIN(n_in, b + 32); k++) {
+            aw = fmax(aw, fabs(row[k])), ax = fmax(ax, fabs(xr[k]));
+            sw += fabs(row[k]), sx += fabs(xr[k]);
+        }
+        aw /= 8191, ax /= 8191;
+        e += 0.51 * (aw * sx + ax * sw + 16 * aw * ax);
+    }
+    return e + 1e-5 * mag + 1e-44 * (double)(n_in + 1);
+}
+
+/* One call of the int16 GEMM (one thread, 16-row takes) checked against the reference: outputs
+ * within i16_bound where the reference is finite, NaN / inf where it is; returns the path flag. */
+static int i16_check(uint32_t type, const uint8_t *w, uint64_t rb, int64_t n_out, int64_t n_in, const float *x,
+                     int64_t n_tok, const char *what) {
+    double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out)), *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
+    float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *row = malloc(sizeof(float) * (size_t)n_in);
+    reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
+    for (int64_t i = 0; i < n_tok * n_out; i++) y[i] = -7.0f;
+    rf_rowq rq = {0, n_out, 16};
+    const int ran = rf_avx512_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y);
+    int bad = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        rf_dequantize_row(type, w + (uint64_t)o * rb, row, n_in);
+        for (int64_t t = 0; t < n_tok; t++) {
+            const double r = ref[t * n_out + o];
+            const float v = y[t * n_out + o];
+            if (isnan(r)) bad += !isnan(v);
+            else if (isinf(r)) bad += !(isinf(v) && (v > 0) == (r > 0));
+            else bad += !(fabs(v - r) <= i16_bound(row, x + t * n_in, n_in, mag[t * n_out + o]));
+        }
+    }
+    CHECK(bad == 0, "int16 GEMM %s %s %lldx%lld, %lld tokens: %d outputs outside the bound", rf_type_name(type), what,
+          (long long)n_out, (long long)n_in, (long long)n_tok, bad);
+    free(ref);
+    free(mag);
+    free(y);
+    free(row);
+    return ran;
+}
+
+/* F16 / BF16 weights from floats of magnitude m(o) per row. */
+static uint8_t *h_weights(uint32_t type, int64_t n_out, int64_t n_in, uint64_t *rb, float (*m)(int64_t o, int64_t k)) {
+    rf_row_bytes(type, (uint64_t)n_in, rb);
+    uint8_t *w = malloc((size_t)(*rb * (uint64_t)n_out));
+    float *tmp = malloc(sizeof(float) * (size_t)n_in);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t k = 0; k < n_in; k++) tmp[k] = test_randf(-1, 1) * m(o, k);
+        rf_quantize_row(type, tmp, w + (uint64_t)o * *rb, n_in);
+    }
+    free(tmp);
+    return w;
+}
+static float m_plain(int64_t o, int64_t k) { return 0.25f + (float)((o + k / 32) % 5); }
+/* rows of f16 subnormals, near-max values and ordinary ones; blocks of mixed range in a row */
+static float m_rows(int64_t o, int64_t k) {
+    return o % 4 == 0 ? 3e-6f : o % 4 == 1 ? 6e4f : o % 4 == 2 ? (k % 32 == 5 ? 8.0f : 1.0f) : 0.01f;
+}
+
+/* gemm_i16_avx512.c: the F16 / BF16 GEMM on 14-bit block codes against the exact reference,
+ * within its stated error bound (which a code paired with another block's scale, or a wrapped
+ * int32 sum, exceeds by orders of magnitude), on odd shapes; the sums at their largest (every
+ * code +-8191, where one more step of code range would wrap); its fallbacks: few tokens and
+ * non-finite token rows (whole call in f32), non-finite weights and, for BF16, scales out of
+ * range (the tile in f32); and through rf_matmul with three threads, bit for bit the same. */
+static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
+    if (best < RF_ISA_AVX512 || !__builtin_cpu_supports("avx512vnni")) {
+        SKIP("int16 GEMM: this CPU has no AVX512_VNNI");
+        return;
+    }
+    static const int64_t shapes[][3] = {/* n_out, n_in, n_tok */ {37, 2111, 70}, {16, 32, 8}, {1, 1, 9},
+                                        {33, 95, 17}, {50, 1100, 24}, {20, 64, 15}};
+    static const uint32_t types[] = {RF_TYPE_F16, RF_TYPE_BF16};
+    for (size_t ty = 0; ty < RF_ARRAY_LEN(types); ty++) {
+        const uint32_t type = types[ty];
+        for (size_t s = 0; s < RF_ARRAY_LEN(shapes); s++) {
+            const int64_t n_out = shapes[s][0], n_in = shapes[s][1], n_tok = shapes[s][2];
+            uint64_t rb;
+            uint8_t *w = h_weights(type, n_out, n_in, &rb, s % 2 ? m_plain : m_rows);
+            float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+            for (int64_t t = 0; t < n_tok; t++) {
+                const float m = t == 3 ? 0.0f : t == 5 ? 1e25f : t == 6 ? 1e-30f : 1.0f;
+                for (int64_t k = 0; k < n_in; k++) x[t * n_in + k] = test_randf(-2, 2) * m * (0.25f + (float)(k / 32 % 7));
+            }
+            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "random") == 1, "%s %lld tokens took the int16 path",
+                  rf_type_name(type), (long long)n_tok);
+            /* rf_matmul, three threads: the same rows, the same sums */
+            float *y1 = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *y3 = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+            rf_rowq rq = {0, n_out, 16};
+            rf_avx512_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y1);
+            rf_matmul(tp3, RF_ISA_AVX512, type, w, n_out, n_in, x, n_tok, y3);
+            CHECK(!memcmp(y1, y3, sizeof(float) * (size_t)(n_tok * n_out)), "%s %lldx%lld: rf_matmul differs from one call",
+                  rf_type_name(type), (long long)n_out, (long long)n_in);
+            /* a NaN token: the whole call in f32 */
+            x[(n_tok - 1) * n_in + n_in / 2] = NAN;
+            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "NaN token") == 0, "NaN token: f32 path");
+            x[(n_tok - 1) * n_in + n_in / 2] = 1.0f;
+            x[2 * n_in] = 1e-36f; /* alone in its block: the scale would be subnormal */
+            for (int64_t k = 1; k < RF_MIN(32, n_in); k++) x[2 * n_in + k] = 0;
+            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "tiny block") == 0, "tiny block: f32 path");
+            CHECK(i16_check(type, w, rb, n_out, n_in, x, 7, "7 tokens") == 0, "7 tokens: f32 path");
+            free(y1);
+            free(y3);
+            free(w);
+            free(x);
+        }
+        /* Largest sums: every weight +-max of its type's codes' block, every activation +-1 */
+        const int64_t n_out = 18, n_in = 96, n_tok = 9;
+        uint64_t rb;
+        rf_row_bytes(type, (uint64_t)n_in, &rb);
+        uint8_t *w = malloc((size_t)(rb * (uint64_t)n_out));
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in)), *tmp = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t o = 0; o < n_out; o++) {
+            for (int64_t k = 0; k < n_in; k++) tmp[k] = o % 2 ? -60000.0f : 60000.0f;
+            rf_quantize_row(type, tmp, w + (uint64_t)o * rb, n_in);
+        }
+        for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = i / n_in % 2 ? -1.0f : 1.0f;
+        CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "largest sums") == 1, "largest sums: int16 path");
+        /* non-finite weights (and a BF16 block too small to scale): their tile in f32 */
+        uint16_t *h = (uint16_t *)(void *)(w + 3 * rb);
+        h[40] = type == RF_TYPE_F16 ? 0x7C00 : 0x7F80; /* +inf in row 3 */
+        h = (uint16_t *)(void *)(w + 17 * rb);
+        h[95] = type == RF_TYPE_F16 ? 0x7E00 : 0x7FC0; /* NaN in row 17 (the second tile, last element) */
+        if (type == RF_TYPE_BF16) {
+            h = (uint16_t *)(void *)(w + 5 * rb);
+            for (int k = 0; k < 32; k++) h[k] = rf_fp32_to_bf16(k % 2 ? 1e-35f : -3e-36f);
+        }
+        for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
+        CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "non-finite weights") == 1, "non-finite weights: int16 path");
+        free(w);
+        free(x);
+        free(tmp);
+    }
+}
+#else
+static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
+    (void)tp3, (void)best;
+    SKIP("int16 GEMM: x86-64 only");
+}
+#endif
 
 static _Atomic int tp_calls[8];
 static _Atomic int tp_nth_ok;
@@ -531,6 +702,7 @@ int main(void) {
     test_edges(tp3, best);
     test_extreme_codes(tp3, best);
     test_many_tokens_f32(tp3, best);
+    test_gemm_i16(tp3, best);
     test_amx_int8_equals_avx512(tp3, best);
     test_matmul_many(tp3, best);
     test_batch_invariance(tp3, best);

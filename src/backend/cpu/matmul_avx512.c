@@ -574,6 +574,11 @@ static void gemm_bf16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out,
                       const float *x, int64_t n_tok, float *y) {
     gemm_h_common(w, rb, rq, n_out, n_in, x, n_tok, y, 2);
 }
+void rf_avx512_gemm_h_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
+                          int64_t n_tok, float *y, int kind) {
+    if (kind == 1) gemm_f16(w, rb, rq, n_out, n_in, x, n_tok, y);
+    else gemm_bf16(w, rb, rq, n_out, n_in, x, n_tok, y);
+}
 
 /* ---- Matrix-vector (one token, AVX-512 + VNNI) -------------------------------------------
  *
@@ -1158,6 +1163,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     k->gemm_q8[RF_TYPE_Q5_K] = gemm_q5_k;
     k->gemm_q8[RF_TYPE_Q6_K] = gemm_q6_k;
     k->gemm_q8[RF_TYPE_IQ4_XS] = gemm_iq4_xs;
+    rf_mm_gemm_i16_avx512(k); /* F16 / BF16 prompts on int16 codes */
     /* every n_tok (the AVX2 table's thresholds are for its own GEMM) */
     static const uint32_t gt[] = {RF_TYPE_Q4_0, RF_TYPE_Q8_0, RF_TYPE_Q4_K, RF_TYPE_Q5_K, RF_TYPE_Q6_K, RF_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof gt / sizeof gt[0]; i++) k->gemm_q8_min_tok[gt[i]] = 0;

@@ -104,6 +104,19 @@ int rf_avx512_q8_format(uint32_t type, int *G, int *has_m, int *zp);
 void rf_avx512_gemm_q8_with(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, const rf_xq8 *x,
                             int64_t n_tok, float *y, int gt, rf_mk_q8_fn mk, int signed_codes);
 
+/* The AVX-512 f32 GEMM of F16 (kind 1) or BF16 (kind 2) weights (matmul_avx512.c): the
+ * rf_gemm_f32_fn contract, computed in f32. */
+void rf_avx512_gemm_h_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
+                          int64_t n_tok, float *y, int kind);
+/* The AVX-512 VNNI GEMM of F16 / BF16 weights on 14-bit block codes (gemm_i16_avx512.c, whose
+ * header states its contract and error bound): the rf_gemm_f32_fn contract for `type`; returns 1
+ * if the int16 products ran, 0 if the call went to rf_avx512_gemm_h_f32 (fewer than 8 tokens, or
+ * a token row the codes cannot hold). rf_mm_gemm_i16_avx512 installs it as gemm_f32 for both
+ * types when the CPU has AVX512_VNNI. */
+int rf_avx512_gemm_i16(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
+                       const float *x, int64_t n_tok, float *y);
+void rf_mm_gemm_i16_avx512(rf_mm_kernels *k);
+
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */
 void rf_mm_gemv_avx2(rf_mm_kernels *k);     /* gemv_avx2.c: the AVX2 int8 matvec entries */
