@@ -39,7 +39,7 @@
 enum {
     QMAX = 8191,        /* largest code: 32 * QMAX^2 < 2^31 */
     GT = 8,             /* tokens per micro-kernel pass */
-    KC = 1024,          /* K elements per packed weight chunk (multiple of 32) */
+    KC = 512,          /* K elements per packed weight chunk (multiple of 32) */
     REC = 16 * 64 + 64, /* one packed block of 16 rows: 16 pair steps of [16 rows] dwords, 16 f32 scales */
     XREC = 16 * GT,     /* one packed activation block of a token group: [16 pairs][GT tokens] dwords */
     MIN_TOK = 8
