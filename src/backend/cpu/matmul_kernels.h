@@ -110,8 +110,8 @@ void rf_avx512_gemm_h_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_
                           int64_t n_tok, float *y, int kind);
 /* The AVX-512 VNNI GEMM of F16 / BF16 weights on 14-bit block codes (gemm_i16_avx512.c, whose
  * header states its contract and error bound): the rf_gemm_f32_fn contract for `type`; returns 1
- * if the int16 products ran, 0 if the call went to rf_avx512_gemm_h_f32 (fewer than 8 tokens, or
- * a token row the codes cannot hold). rf_mm_gemm_i16_avx512 installs it as gemm_f32 for both
+ * if the int16 products ran, 0 if the call went to rf_avx512_gemm_h_f32 (one token, or a token
+ * row the codes cannot hold). rf_mm_gemm_i16_avx512 installs it as gemm_f32 for both
  * types when the CPU has AVX512_VNNI. */
 int rf_avx512_gemm_i16(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                        const float *x, int64_t n_tok, float *y);
