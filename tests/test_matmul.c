@@ -92,13 +92,13 @@ static int is_int8_path(uint32_t type, rf_isa isa) {
     return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
 }
 
-/* F16 / BF16 with 2 or more tokens at the AVX-512 level with VNNI (and the AMX level below 16
- * tokens) take the GEMM on 14-bit block codes (gemm_i16_avx512.c), whose error is about 1e-4 of
+/* F16 / BF16 with 2 or more tokens at the AVX-512 level with VNNI (and at the AMX level below
+ * gemm_amx.c's AMX_MIN_TOK, 8 tokens) take the GEMM on 14-bit block codes (gemm_i16_avx512.c), whose error is about 1e-4 of
  * sum|W x| at random values: 1e-3 here; test_gemm_i16 holds it to its own sharper bound. */
 static int is_int16_path(uint32_t type, rf_isa isa, int64_t n_tok) {
 #if defined(__x86_64__)
     return isa >= RF_ISA_AVX512 && (type == RF_TYPE_F16 || type == RF_TYPE_BF16) && n_tok >= 2 &&
-           __builtin_cpu_supports("avx512vnni");
+           (isa < RF_ISA_AMX || n_tok < 8) && __builtin_cpu_supports("avx512vnni");
 #else
     (void)type, (void)isa, (void)n_tok;
     return 0;

@@ -18,7 +18,8 @@
  * propagate as in the reference); a weight of +-inf gives NaN here where the reference gives +-inf
  * (its split is inf + NaN), a difference only a broken file can show.
  *
- * Fewer than AMX_MIN_TOK tokens take the AVX-512 level's f32 GEMM instead: a tile product costs
+ * Fewer than AMX_MIN_TOK tokens take the AVX-512 level's GEMM instead (int16 codes from 2 tokens,
+ * gemm_i16_avx512.c; f32 otherwise): a tile product costs
  * the same for 1 token as for 16.
  *
  * Data layout (AMX tiles, all 16 rows x 64 bytes; C = A B):
