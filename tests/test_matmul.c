@@ -6,8 +6,8 @@
  * Tolerance, per output element: |y - ref| <= tol * sum_i |W[o][i] * x[i]| + 1e-30, with
  *   tol = 1e-4 for the f32 paths (F32/F16/BF16 at every level, every type at the scalar level:
  *         f32 accumulation of <= 768 terms),
- *   tol = 1e-3 for F16/BF16 with 2 or more tokens at the AVX-512 VNNI level (14-bit block codes
- *         for weights and x, gemm_i16_avx512.c; test_gemm_i16 checks its sharper per-block bound),
+ *   tol = 1e-3 for F16/BF16 with 2 or more tokens at the AVX2 and AVX-512 VNNI levels (14-bit
+ *         block codes for weights and x, gemm_i16.h; test_gemm_i16 checks its per-block bound),
  *   tol = 1e-2 for quantized types at the AVX2/AVX-512 levels (x quantized to int8 per 32;
  *         the measured worst is printed with RF_TEST_VERBOSE=1, typically ~2e-3),
  * and for the int8 path also sqrt(sum err^2) / sqrt(sum (sum_i |W x|)^2) <= 4e-3 over the output.
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/gemm_i16.h"
 #include "backend/cpu/threadpool.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -92,13 +92,14 @@ static int is_int8_path(uint32_t type, rf_isa isa) {
     return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
 }
 
-/* F16 / BF16 with 2 or more tokens at the AVX-512 level with VNNI (and at the AMX level below
- * gemm_amx.c's AMX_MIN_TOK, 8 tokens) take the GEMM on 14-bit block codes (gemm_i16_avx512.c), whose error is about 1e-4 of
- * sum|W x| at random values: 1e-3 here; test_gemm_i16 holds it to its own sharper bound. */
+/* F16 / BF16 with 2 or more tokens take the GEMM on 14-bit block codes (gemm_i16.h) at the AVX2
+ * level, at the AVX-512 level where the CPU has AVX512_VNNI, and at the AMX level below
+ * gemm_amx.c's AMX_MIN_TOK (8 tokens); its error is about 1e-4 of sum|W x| at random values:
+ * 1e-3 here; test_gemm_i16 holds it to its own sharper bound. */
 static int is_int16_path(uint32_t type, rf_isa isa, int64_t n_tok) {
 #if defined(__x86_64__)
-    return isa >= RF_ISA_AVX512 && (type == RF_TYPE_F16 || type == RF_TYPE_BF16) && n_tok >= 2 &&
-           (isa < RF_ISA_AMX || n_tok < 8) && __builtin_cpu_supports("avx512vnni");
+    if ((type != RF_TYPE_F16 && type != RF_TYPE_BF16) || n_tok < 2 || isa == RF_ISA_SCALAR) return 0;
+    return isa == RF_ISA_AVX2 || ((isa < RF_ISA_AMX || n_tok < 8) && __builtin_cpu_supports("avx512vnni"));
 #else
     (void)type, (void)isa, (void)n_tok;
     return 0;
@@ -518,14 +519,22 @@ static double i16_bound(const float *row, const float *xr, int64_t n_in, double 
 
 /* One call of the int16 GEMM (one thread, 16-row takes) checked against the reference: outputs
  * within i16_bound where the reference is finite, NaN / inf where it is; returns the path flag. */
-static int i16_check(uint32_t type, const uint8_t *w, uint64_t rb, int64_t n_out, int64_t n_in, const float *x,
-                     int64_t n_tok, const char *what) {
+/* The int16 GEMM of one level: 0 AVX-512 VNNI, 1 AVX2 with vpmaddwd, 2 AVX2 with AVX-VNNI. */
+static const char *const i16_level_name[3] = {"avx512", "avx2", "avx2-vnni"};
+static int i16_run(int level, uint32_t type, const uint8_t *w, uint64_t rb, int64_t n_out, int64_t n_in,
+                   const float *x, int64_t n_tok, float *y) {
+    rf_rowq rq = {0, n_out, 16};
+    return level == 0 ? rf_avx512_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y)
+                      : rf_avx2_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y, level == 2);
+}
+
+static int i16_check(int level, uint32_t type, const uint8_t *w, uint64_t rb, int64_t n_out, int64_t n_in,
+                     const float *x, int64_t n_tok, const char *what) {
     double *ref = malloc(sizeof(double) * (size_t)(n_tok * n_out)), *mag = malloc(sizeof(double) * (size_t)(n_tok * n_out));
     float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *row = malloc(sizeof(float) * (size_t)n_in);
     reference(type, w, rb, n_out, n_in, x, n_tok, ref, mag);
     for (int64_t i = 0; i < n_tok * n_out; i++) y[i] = -7.0f;
-    rf_rowq rq = {0, n_out, 16};
-    const int ran = rf_avx512_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y);
+    const int ran = i16_run(level, type, w, rb, n_out, n_in, x, n_tok, y);
     int bad = 0;
     for (int64_t o = 0; o < n_out; o++) {
         rf_dequantize_row(type, w + (uint64_t)o * rb, row, n_in);
@@ -537,8 +546,8 @@ static int i16_check(uint32_t type, const uint8_t *w, uint64_t rb, int64_t n_out
             else bad += !(fabs(v - r) <= i16_bound(row, x + t * n_in, n_in, mag[t * n_out + o]));
         }
     }
-    CHECK(bad == 0, "int16 GEMM %s %s %lldx%lld, %lld tokens: %d outputs outside the bound", rf_type_name(type), what,
-          (long long)n_out, (long long)n_in, (long long)n_tok, bad);
+    CHECK(bad == 0, "int16 GEMM %s %s %s %lldx%lld, %lld tokens: %d outputs outside the bound", i16_level_name[level],
+          rf_type_name(type), what, (long long)n_out, (long long)n_in, (long long)n_tok, bad);
     free(ref);
     free(mag);
     free(y);
@@ -570,11 +579,7 @@ static float m_rows(int64_t o, int64_t k) {
  * code +-8191, where one more step of code range would wrap); its fallbacks: one token and
  * non-finite token rows (whole call in f32), non-finite weights and, for BF16, scales out of
  * range (the tile in f32); and through rf_matmul with three threads, bit for bit the same. */
-static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
-    if (best < RF_ISA_AVX512 || !__builtin_cpu_supports("avx512vnni")) {
-        SKIP("int16 GEMM: this CPU has no AVX512_VNNI");
-        return;
-    }
+static void i16_level(rf_threadpool *tp3, int level) {
     static const int64_t shapes[][3] = {/* n_out, n_in, n_tok */ {37, 2111, 70}, {16, 32, 8}, {1, 1, 9},
                                         {33, 95, 17}, {50, 1100, 24}, {20, 64, 15}};
     static const uint32_t types[] = {RF_TYPE_F16, RF_TYPE_BF16};
@@ -589,26 +594,27 @@ static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
                 const float m = t == 3 ? 0.0f : t == 5 ? 1e25f : t == 6 ? 1e-30f : 1.0f;
                 for (int64_t k = 0; k < n_in; k++) x[t * n_in + k] = test_randf(-2, 2) * m * (0.25f + (float)(k / 32 % 7));
             }
-            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "random") == 1, "%s %lld tokens took the int16 path",
-                  rf_type_name(type), (long long)n_tok);
+            CHECK(i16_check(level, type, w, rb, n_out, n_in, x, n_tok, "random") == 1, "%s %s %lld tokens took the int16 path",
+                  i16_level_name[level], rf_type_name(type), (long long)n_tok);
             /* rf_matmul, three threads: the same rows, the same sums */
-            float *y1 = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *y3 = malloc(sizeof(float) * (size_t)(n_tok * n_out));
-            rf_rowq rq = {0, n_out, 16};
-            rf_avx512_gemm_i16(type, w, rb, &rq, n_out, n_in, x, n_tok, y1);
-            rf_matmul(tp3, RF_ISA_AVX512, type, w, n_out, n_in, x, n_tok, y3);
-            CHECK(!memcmp(y1, y3, sizeof(float) * (size_t)(n_tok * n_out)), "%s %lldx%lld: rf_matmul differs from one call",
-                  rf_type_name(type), (long long)n_out, (long long)n_in);
+            if (level != 1 || !rf_avx2_has_vnni()) { /* the level rf_matmul takes on this CPU */
+                float *y1 = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *y3 = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+                i16_run(level, type, w, rb, n_out, n_in, x, n_tok, y1);
+                rf_matmul(tp3, level ? RF_ISA_AVX2 : RF_ISA_AVX512, type, w, n_out, n_in, x, n_tok, y3);
+                CHECK(!memcmp(y1, y3, sizeof(float) * (size_t)(n_tok * n_out)), "%s %s %lldx%lld: rf_matmul differs from one call",
+                      i16_level_name[level], rf_type_name(type), (long long)n_out, (long long)n_in);
+                free(y1);
+                free(y3);
+            }
             /* a NaN token: the whole call in f32 */
             x[(n_tok - 1) * n_in + n_in / 2] = NAN;
-            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "NaN token") == 0, "NaN token: f32 path");
+            CHECK(i16_check(level, type, w, rb, n_out, n_in, x, n_tok, "NaN token") == 0, "NaN token: f32 path");
             x[(n_tok - 1) * n_in + n_in / 2] = 1.0f;
             x[2 * n_in] = 1e-36f; /* alone in its block: the scale would be subnormal */
             for (int64_t k = 1; k < RF_MIN(32, n_in); k++) x[2 * n_in + k] = 0;
-            CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "tiny block") == 0, "tiny block: f32 path");
-            CHECK(i16_check(type, w, rb, n_out, n_in, x + n_in, 1, "one token") == 0, "one token: f32 path");
-            CHECK(i16_check(type, w, rb, n_out, n_in, x, 2, "two tokens") == 1, "two tokens: int16 path");
-            free(y1);
-            free(y3);
+            CHECK(i16_check(level, type, w, rb, n_out, n_in, x, n_tok, "tiny block") == 0, "tiny block: f32 path");
+            CHECK(i16_check(level, type, w, rb, n_out, n_in, x + n_in, 1, "one token") == 0, "one token: f32 path");
+            CHECK(i16_check(level, type, w, rb, n_out, n_in, x, 2, "two tokens") == 1, "two tokens: int16 path");
             free(w);
             free(x);
         }
@@ -623,7 +629,7 @@ static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
             rf_quantize_row(type, tmp, w + (uint64_t)o * rb, n_in);
         }
         for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = i / n_in % 2 ? -1.0f : 1.0f;
-        CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "largest sums") == 1, "largest sums: int16 path");
+        CHECK(i16_check(level, type, w, rb, n_out, n_in, x, n_tok, "largest sums") == 1, "largest sums: int16 path");
         /* non-finite weights (and a BF16 block too small to scale): their tile in f32 */
         uint16_t *h = (uint16_t *)(void *)(w + 3 * rb);
         h[40] = type == RF_TYPE_F16 ? 0x7C00 : 0x7F80; /* +inf in row 3 */
@@ -634,11 +640,22 @@ static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
             for (int k = 0; k < 32; k++) h[k] = rf_fp32_to_bf16(k % 2 ? 1e-35f : -3e-36f);
         }
         for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = test_randf(-1, 1);
-        CHECK(i16_check(type, w, rb, n_out, n_in, x, n_tok, "non-finite weights") == 1, "non-finite weights: int16 path");
+        CHECK(i16_check(level, type, w, rb, n_out, n_in, x, n_tok, "non-finite weights") == 1, "non-finite weights: int16 path");
         free(w);
         free(x);
         free(tmp);
     }
+}
+static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {
+    if (best < RF_ISA_AVX2) {
+        SKIP("int16 GEMM: this CPU has no AVX2");
+        return;
+    }
+    i16_level(tp3, 1);
+    if (rf_avx2_has_vnni()) i16_level(tp3, 2);
+    else SKIP("int16 GEMM on AVX-VNNI: this CPU has none");
+    if (best >= RF_ISA_AVX512 && __builtin_cpu_supports("avx512vnni")) i16_level(tp3, 0);
+    else SKIP("int16 GEMM on AVX-512 VNNI: this CPU has none");
 }
 #else
 static void test_gemm_i16(rf_threadpool *tp3, rf_isa best) {

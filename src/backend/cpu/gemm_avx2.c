@@ -45,37 +45,6 @@
 #define GT_MAX 6
 #define KCQ 1024 /* K elements per packed chunk (multiple of 256) */
 
-/* 8 x 8 transpose of dwords: on return r[e] holds dword e of the 8 input rows (lane i: row i). */
-AI void tr8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4i + j], 128-bit half H: rows 4i..4i+3, dword j + 4H */
-    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-        r[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
-    }
-}
-
-/* The accumulations below are written as chains so that the products of one group can be added
- * as they come (about 2T + 4 live registers). GCC re-associates integer vector adds into trees,
- * which computes all G x T products first and spills most of them (mk_s8: 244 stack accesses per
- * block loop); the saturating int16 add (same result within the bounds above) and the empty asm
- * on the int32 add are not re-associated. */
-AI __m256i add32_chain(__m256i a, __m256i b) {
-    __m256i r = _mm256_add_epi32(a, b);
-    __asm__("" : "+x"(r));
-    return r;
-}
-
 /* Micro-kernel: nbc packed block records (BS = 4G k-values: G x 32 bytes of codes, 8 floats s,
  * with has_m 8 floats m) against T <= GT tokens of the packed activations (per block: [GT][BS]
  * int8 codes, and [GT] each of -z*sum(xq), d_x, d_x*sum(xq)); rows whose mask lane is set are

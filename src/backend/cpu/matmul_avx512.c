@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/avx512_tr16.h"
+#include "backend/cpu/gemm_i16.h"
 #include "backend/cpu/matmul_x86.inc"
 #include "core/quant.h"
 #include "core/util.h"

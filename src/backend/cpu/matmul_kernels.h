@@ -108,14 +108,6 @@ void rf_avx512_gemm_q8_with(uint32_t type, const uint8_t *w, uint64_t rb, rf_row
  * rf_gemm_f32_fn contract, computed in f32. */
 void rf_avx512_gemm_h_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                           int64_t n_tok, float *y, int kind);
-/* The AVX-512 VNNI GEMM of F16 / BF16 weights on 14-bit block codes (gemm_i16_avx512.c, whose
- * header states its contract and error bound): the rf_gemm_f32_fn contract for `type`; returns 1
- * if the int16 products ran, 0 if the call went to rf_avx512_gemm_h_f32 (one token, or a token
- * row the codes cannot hold). rf_mm_gemm_i16_avx512 installs it as gemm_f32 for both
- * types when the CPU has AVX512_VNNI. */
-int rf_avx512_gemm_i16(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
-                       const float *x, int64_t n_tok, float *y);
-void rf_mm_gemm_i16_avx512(rf_mm_kernels *k);
 
 void rf_mm_kernels_avx2(rf_mm_kernels *k);
 void rf_mm_gemm_avx2(rf_mm_kernels *k);     /* gemm_avx2.c: the AVX2 int8 GEMM entries */

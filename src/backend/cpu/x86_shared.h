@@ -1,7 +1,7 @@
 /* x86_shared.h: small inline helpers of the x86 kernel files (matmul_x86.inc, gemm_avx2.c,
- * gemv_avx2.c): weight-block field readers, nibble / bit expansion, the IQ4_NL codebook and
- * horizontal sums. Those files are compiled with AVX2 and F16C enabled; nothing else may include
- * this header. */
+ * gemv_avx2.c, gemm_i16_avx2.c): weight-block field readers, nibble / bit expansion, the IQ4_NL
+ * codebook, horizontal sums, the 8 x 8 dword transpose and an add GCC keeps in order. Those files
+ * are compiled with AVX2 and F16C enabled; nothing else may include this header. */
 #ifndef RF_CPU_X86_SHARED_H
 #define RF_CPU_X86_SHARED_H
 
@@ -91,6 +91,37 @@ static inline __attribute__((always_inline)) int hsum8i(__m256i v) {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
+}
+
+/* 8 x 8 transpose of dwords: on return r[e] holds dword e of the 8 input rows (lane i: row i). */
+static inline __attribute__((always_inline)) void tr8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i + j], 128-bit half H: rows 4i..4i+3, dword j + 4H */
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        r[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* An int32 add that GCC does not re-associate. The GEMM micro-kernels are written as chains so
+ * that the products of one group can be added as they come (about 2T + 4 live registers); GCC
+ * re-associates integer vector adds into trees, which computes all G x T products first and
+ * spills most of them (gemm_avx2.c's mk_s8: 244 stack accesses per block loop); the empty asm
+ * stops that (as the saturating int16 adds of gemm_avx2.c are not re-associated either). */
+static inline __attribute__((always_inline)) __m256i add32_chain(__m256i a, __m256i b) {
+    __m256i r = _mm256_add_epi32(a, b);
+    __asm__("" : "+x"(r));
+    return r;
 }
 
 #endif
