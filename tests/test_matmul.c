@@ -573,7 +573,7 @@ static float m_rows(int64_t o, int64_t k) {
     return o % 4 == 0 ? 3e-6f : o % 4 == 1 ? 6e4f : o % 4 == 2 ? (k % 32 == 5 ? 8.0f : 1.0f) : 0.01f;
 }
 
-/* gemm_i16_avx512.c: the F16 / BF16 GEMM on 14-bit block codes against the exact reference,
+/* gemm_i16.h: the F16 / BF16 GEMM on 14-bit block codes, at each level, against the exact reference,
  * within its stated error bound (which a code paired with another block's scale, or a wrapped
  * int32 sum, exceeds by orders of magnitude), on odd shapes; the sums at their largest (every
  * code +-8191, where one more step of code range would wrap); its fallbacks: one token and

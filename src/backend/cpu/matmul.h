@@ -6,14 +6,13 @@
  * of the type's block size and the type must be `supported` (dtype.h); anything else is a
  * programming error and aborts with a message. tp may be NULL (single-threaded).
  *
- * Precision: F32/F16/BF16 are computed in f32, except F16/BF16 with 2 or more tokens at the
- * AVX-512 level on a CPU with AVX512_VNNI, whose products run on 14-bit codes per 32-element block
- * of weights and x (~1e-4 of sum_i |W[o][i] x[i]|; bound in gemm_i16_avx512.c), and at the AMX
- * level with 8 or more tokens, as sums of exact bf16 tile products (within ~1e-5 of the f32
- * result: gemm_amx.c). For quantized
- * types at the AVX2/AVX-512/AMX levels x is quantized to int8 per 32 elements (scale =
- * max|x|/127) and the block products are summed exactly in int32 before scaling, so y is within
- * ~1e-2 of the exact result relative to
+ * Precision: F32/F16/BF16 are computed in f32, except F16/BF16 with 2 or more tokens at the AVX2
+ * level and at the AVX-512 level on a CPU with AVX512_VNNI, whose products run on 14-bit codes
+ * per 32-element block of weights and x (~1e-4 of sum_i |W[o][i] x[i]|; bound in gemm_i16.h),
+ * and at the AMX level with 8 or more tokens, as sums of exact bf16 tile products (within ~1e-5
+ * of the f32 result: gemm_amx.c). For quantized types at the AVX2/AVX-512/AMX levels x is
+ * quantized to int8 per 32 elements (scale = max|x|/127) and the block products are summed
+ * exactly in int32 before scaling, so y is within ~1e-2 of the exact result relative to
  * sum_i |W[o][i] x[i]| (in practice ~2e-3). Token rows of x holding NaN/inf (or values so small
  * their int8 scale would be subnormal) skip the int8 path and use the f32 path, so NaN/inf
  * propagate exactly as in an f32 dot product. The scalar level decodes each weight row with
