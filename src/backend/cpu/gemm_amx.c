@@ -18,8 +18,9 @@
  * propagate as in the reference); a weight of +-inf gives NaN here where the reference gives +-inf
  * (its split is inf + NaN), a difference only a broken file can show.
  *
- * Fewer than AMX_MIN_TOK tokens take the AVX-512 level's GEMM instead (int16 codes from 2 tokens,
- * gemm_i16_avx512.c; f32 otherwise): a tile product costs
+ * Fewer than AMX_MIN_TOK tokens take the AVX-512 level's GEMM instead (the int16-code GEMM of
+ * gemm_i16.h where the CPU has AVX512_VNNI; the driver itself takes the per-row kernels below 5
+ * tokens): a tile product costs
  * the same for 1 token as for 16.
  *
  * Data layout (AMX tiles, all 16 rows x 64 bytes; C = A B):

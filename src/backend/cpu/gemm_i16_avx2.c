@@ -23,6 +23,13 @@ enum {
     MIN_TOK = 2
 };
 
+/* Below this many tokens the driver takes the per-row f32 kernels, which read each row once for
+ * up to 4 tokens and pack nothing: 1B F16, -t 2, t/s per-row / this GEMM: pp2 36-38 / 13-16, pp4
+ * 35-36 / 30-31, pp6 42-43 / 43-45, pp8 47-51 / 55-57 (docs/PERF-CPU.md section 29). */
+#ifndef I16_ROWS_BELOW
+#define I16_ROWS_BELOW 5
+#endif
+
 static rf_dot_f32_fn row_f32[3]; /* by kind (1 F16, 2 BF16): the table's per-row f32 kernels */
 
 /* AVX-VNNI's vpdpwssd (VEX form): a += the pair products of w and x, as inline assembly so that
@@ -222,4 +229,5 @@ void rf_mm_gemm_i16_avx2(rf_mm_kernels *k) {
     have_vnni = rf_avx2_has_vnni();
     k->gemm_f32[RF_TYPE_F16] = gemm_f16_i16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16_i16;
+    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = I16_ROWS_BELOW;
 }

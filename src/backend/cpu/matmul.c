@@ -319,7 +319,7 @@ static void mm_choose_path(mm_ctx *c, int nth) {
     if (c->n_tok == 1 && (c->use_q8 ? c->k->gemv_q8[type] != NULL : c->k->gemv_f32[type] != NULL)) c->path = 1;
     else if (c->n_tok >= GEMM_MIN_TOK &&
              (c->use_q8 ? c->k->gemm_q8[type] != NULL && c->n_tok >= c->k->gemm_q8_min_tok[type]
-                        : c->k->gemm_f32[type] != NULL))
+                        : c->k->gemm_f32[type] != NULL && c->n_tok >= c->k->gemm_f32_min_tok[type]))
         c->path = 2;
     if (c->path) c->rq = mm_chunks(c->path, c->n_out, nth);
 }

@@ -6,7 +6,7 @@
  * of the type's block size and the type must be `supported` (dtype.h); anything else is a
  * programming error and aborts with a message. tp may be NULL (single-threaded).
  *
- * Precision: F32/F16/BF16 are computed in f32, except F16/BF16 with 2 or more tokens at the AVX2
+ * Precision: F32/F16/BF16 are computed in f32, except F16/BF16 with 5 or more tokens at the AVX2
  * level and at the AVX-512 level on a CPU with AVX512_VNNI, whose products run on 14-bit codes
  * per 32-element block of weights and x (~1e-4 of sum_i |W[o][i] x[i]|; bound in gemm_i16.h),
  * and at the AMX level with 8 or more tokens, as sums of exact bf16 tile products (within ~1e-5

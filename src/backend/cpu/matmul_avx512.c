@@ -1155,6 +1155,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
     /* the f32 GEMM needs only AVX-512F (no VNNI instruction is generated for it) */
     k->gemm_f32[RF_TYPE_F16] = gemm_f16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16;
+    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = 0; /* not the AVX2 table's */
     k->gemv_f32[RF_TYPE_F16] = gemv_f16;
     if (!__builtin_cpu_supports("avx512vnni")) return;
     fill_kernels(k);

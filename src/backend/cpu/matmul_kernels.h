@@ -66,6 +66,8 @@ typedef struct {
     /* Per type, the fewest tokens for which the driver takes gemm_q8 (0 counts as 1); fewer take
      * gemv_q8 or the per-row q8 kernels. */
     int gemm_q8_min_tok[RF_TYPE_COUNT];
+    /* The same for gemm_f32 (0 counts as 1); fewer take the per-row f32 kernels. */
+    int gemm_f32_min_tok[RF_TYPE_COUNT];
     rf_dot_q8_fn q8[RF_TYPE_COUNT];   /* int8-activation kernels, NULL where absent */
     rf_dot_f32_fn f32[RF_TYPE_COUNT]; /* f32-activation kernels (F32/F16/BF16), NULL where absent */
     /* sum_i a[i]*b[i] in f32 (used by the generic decode-then-dot path). */
