@@ -32,11 +32,28 @@
 
 enum { RF_I16_QMAX = 8191 };
 
-/* x's codes for a level whose micro-kernel takes gt tokens per pass: xq [tg][b][16][gt] dwords
- * (one dword = the codes of elements 32b + 2g and 32b + 2g + 1 of one token), xd [tg][b][gt]
- * scales; tokens past n_tok are zero. In the calling thread's scratch slot 1. Returns nonzero
- * (and fills nothing usable) if a token row cannot be held so. */
-int rf_i16_pack_x(const float *x, int64_t n_in, int64_t n_tok, int gt, int32_t **xq, float **xd);
+/* x's codes for a level whose micro-kernel takes gt tokens per pass: q [tg][b][16][gt] dwords
+ * (one dword = the codes of elements 32b + 2g and 32b + 2g + 1 of one token), d [tg][b][gt]
+ * scales; tokens past n_tok and blocks of zeros stay zero. Each level fills it with its own SIMD
+ * conversion (rf_i16_x_put per token and block) and refuses a token row that cannot be held so
+ * (NaN/inf, or a nonzero block whose max is below RF_I16_QMAX * FLT_MIN). */
+typedef struct {
+    int32_t *q;
+    float *d;
+    int64_t nb;
+    int gt;
+} rf_i16_x;
+
+/* The layout for n_tok tokens of n_in, zeroed, in the calling thread's scratch slot 1. */
+rf_i16_x rf_i16_x_alloc(int64_t n_in, int64_t n_tok, int gt);
+
+/* Token t's block b: its 16 code pairs and its scale. */
+static inline void rf_i16_x_put(const rf_i16_x *x, int64_t t, int64_t b, const int32_t pairs[16], float d) {
+    const int64_t tg = t / x->gt, tj = t % x->gt;
+    int32_t *o = x->q + (tg * x->nb + b) * 16 * x->gt + tj;
+    for (int g = 0; g < 16; g++) o[g * x->gt] = pairs[g];
+    x->d[(tg * x->nb + b) * x->gt + tj] = d;
+}
 
 /* Rows [0, nr) of W (at wr, row bytes rb; kind 1 F16, 2 BF16) against every token, in f32 one
  * product at a time, into y[t*n_out + i]: the tile fallback. */

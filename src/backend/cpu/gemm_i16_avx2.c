@@ -5,6 +5,7 @@
  * fallback is the level's per-row f32 kernels (matmul_x86.inc), taken from the table at install.
  * Compiled with AVX2, FMA and F16C (a *_avx2.c file); installed only on CPUs that have them. */
 #include <immintrin.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,47 @@ AI __m256i dot_vnni(__m256i a, __m256i w, __m256i x) {
 }
 AI __m256i dot_step(__m256i a, __m256i w, __m256i x, const int vnni) {
     return vnni ? dot_vnni(a, w, x) : add32_chain(a, _mm256_madd_epi16(w, x));
+}
+
+/* x's codes (gemm_i16.h's layout for GT tokens per pass); nonzero if a token row cannot be held. */
+static int pack_x(const float *x, int64_t n_in, int64_t n_tok, rf_i16_x *out) {
+    const rf_i16_x p = rf_i16_x_alloc(n_in, n_tok, GT);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), big = _mm256_set1_ps(FLT_MAX);
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *xr = x + t * n_in;
+        for (int64_t b = 0; b < p.nb; b++) {
+            const int64_t n = RF_MIN(32, n_in - 32 * b);
+            float tail[32];
+            const float *src = xr + 32 * b;
+            if (n < 32) { /* the row's last elements, zero-padded */
+                memset(tail, 0, sizeof tail);
+                memcpy(tail, src, sizeof(float) * (size_t)n);
+                src = tail;
+            }
+            __m256 v[4], m = _mm256_setzero_ps();
+            int bad = 0;
+            for (int i = 0; i < 4; i++) {
+                v[i] = _mm256_loadu_ps(src + 8 * i);
+                const __m256 a = _mm256_and_ps(v[i], absm);
+                bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN or inf */
+                m = _mm256_max_ps(m, a);
+            }
+            if (bad) return 1;
+            const float amax = hmax8(m);
+            if (amax > 0 && amax < (float)RF_I16_QMAX * FLT_MIN) return 1;
+            if (amax == 0) continue;
+            const __m256 inv = _mm256_set1_ps((float)RF_I16_QMAX / amax);
+            int32_t pairs[16];
+            for (int h = 0; h < 2; h++) { /* 16 codes as words in order: 8 dwords of pairs */
+                const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * h], inv));
+                const __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * h + 1], inv));
+                _mm256_storeu_si256((__m256i *)(void *)(pairs + 8 * h), _mm256_permute4x64_epi64(_mm256_packs_epi32(a, c), 0xD8));
+            }
+            rf_i16_x_put(&p, t, b, pairs, amax / (float)RF_I16_QMAX);
+        }
+    }
+    *out = p;
+    return 0;
 }
 
 /* The low and high halves of each dword of v (8 pairs of f16 or bf16) as f32. */
@@ -158,13 +200,14 @@ static void rows_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, 
 
 static int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                     int64_t n_tok, float *y, const int kind, const int vnni) {
-    int32_t *xq;
-    float *xd;
-    if (n_tok < MIN_TOK || rf_i16_pack_x(x, n_in, n_tok, GT, &xq, &xd)) {
+    rf_i16_x px;
+    if (n_tok < MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
         rows_f32(w, rb, rq, n_out, n_in, x, n_tok, y, kind);
         return 0;
     }
-    const int64_t nb = (n_in + 31) / 32, kcb = KC / 32, ntg = (n_tok + GT - 1) / GT;
+    const int64_t nb = px.nb, kcb = KC / 32, ntg = (n_tok + GT - 1) / GT;
+    const int32_t *xq = px.q;
+    const float *xd = px.d;
     uint8_t *pk = rf_thread_scratch(0, (size_t)(kcb * REC));
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))

@@ -23,6 +23,34 @@ enum {
                  * driver takes the per-row kernels below I16_ROWS_BELOW) */
 };
 
+/* x's codes (gemm_i16.h's layout for GT tokens per pass); nonzero if a token row cannot be held. */
+static int pack_x(const float *x, int64_t n_in, int64_t n_tok, rf_i16_x *out) {
+    const rf_i16_x p = rf_i16_x_alloc(n_in, n_tok, GT);
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *xr = x + t * n_in;
+        for (int64_t b = 0; b < p.nb; b++) {
+            const int64_t n = RF_MIN(32, n_in - 32 * b);
+            const __mmask16 k0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+            const __mmask16 k1 = (__mmask16)(n <= 16 ? 0 : n >= 32 ? 0xFFFF : (1u << (n - 16)) - 1);
+            const __m512 a = _mm512_maskz_loadu_ps(k0, xr + 32 * b), c = _mm512_maskz_loadu_ps(k1, xr + 32 * b + 16);
+            /* classes QNaN, +inf, -inf, SNaN */
+            if (_mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(c, 0x99)) return 1;
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(a, absm), _mm512_and_ps(c, absm)));
+            if (amax > 0 && amax < (float)RF_I16_QMAX * FLT_MIN) return 1;
+            if (amax == 0) continue;
+            const __m512 inv = _mm512_set1_ps((float)RF_I16_QMAX / amax);
+            const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, inv)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, inv));
+            int32_t pairs[16];
+            _mm256_storeu_si256((__m256i *)(void *)pairs, _mm512_cvtepi32_epi16(qa));
+            _mm256_storeu_si256((__m256i *)(void *)(pairs + 8), _mm512_cvtepi32_epi16(qc));
+            rf_i16_x_put(&p, t, b, pairs, amax / (float)RF_I16_QMAX);
+        }
+    }
+    *out = p;
+    return 0;
+}
+
 /* ---- Weights -------------------------------------------------------------------------------
  * Blocks [b0, b0 + nbc) of the 16 rows at wr + ridx[i] into records of REC bytes: lane i of
  * dword vector g holds row i's codes of elements 32b + 2g and 32b + 2g + 1. kind 1: F16, 2: BF16.
@@ -115,13 +143,14 @@ static void mk_i16_any(const uint8_t *pk, int64_t nb, int T, const int32_t *xq, 
 
 AI int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                 int64_t n_tok, float *y, const int kind) {
-    int32_t *xq;
-    float *xd;
-    if (n_tok < MIN_TOK || rf_i16_pack_x(x, n_in, n_tok, GT, &xq, &xd)) {
+    rf_i16_x px;
+    if (n_tok < MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
         rf_avx512_gemm_h_f32(w, rb, rq, n_out, n_in, x, n_tok, y, kind);
         return 0;
     }
-    const int64_t nb = (n_in + 31) / 32, kcb = KC / 32, ntg = (n_tok + GT - 1) / GT;
+    const int64_t nb = px.nb, kcb = KC / 32, ntg = (n_tok + GT - 1) / GT;
+    const int32_t *xq = px.q;
+    const float *xd = px.d;
     uint8_t *pk = rf_thread_scratch(0, (size_t)(kcb * REC));
     int64_t r0, r1;
     while (rf_rowq_take(rq, &r0, &r1))

@@ -1,6 +1,6 @@
 /* x86_shared.h: small inline helpers of the x86 kernel files (matmul_x86.inc, gemm_avx2.c,
  * gemv_avx2.c, gemm_i16_avx2.c): weight-block field readers, nibble / bit expansion, the IQ4_NL
- * codebook, horizontal sums, the 8 x 8 dword transpose and an add GCC keeps in order. Those files
+ * codebook, horizontal sums and maxima, the 8 x 8 dword transpose and an add GCC keeps in order. Those files
  * are compiled with AVX2 and F16C enabled; nothing else may include this header. */
 #ifndef RF_CPU_X86_SHARED_H
 #define RF_CPU_X86_SHARED_H
@@ -83,6 +83,14 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Largest of the 8 lanes. */
+static inline __attribute__((always_inline)) float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
