@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "attention_simd.h"
+#include "backend/cpu/cpu_features.h"
 #include "core/dtype.h"
 #include "core/kv_format.h"
 #include "core/util.h"
@@ -46,7 +47,7 @@ __attribute__((target("avx,f16c"))) static void widen_row_f16c(const uint16_t *s
     for (; i < n; i++) dst[i] = widen_f16(src[i]);
 }
 static void widen_row(const uint16_t *src, float *dst, int n) {
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) widen_row_f16c(src, dst, n);
+    if (rf_cpu_has_f16c() && __builtin_cpu_supports("avx")) widen_row_f16c(src, dst, n);
     else widen_row_portable(src, dst, n);
 }
 #else
@@ -155,7 +156,7 @@ void cpu_attention_ggml(const rf_step *step, const rf_attn_dims *d, const float 
 static rf_isa attn_cpu_isa(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !rf_cpu_has_f16c())
         return RF_ISA_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/gemm_i16.h"
 #include "backend/cpu/thread_scratch.h"
 #include "backend/cpu/x86_shared.h"
@@ -248,7 +249,7 @@ static int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, i
 
 static int have_vnni;
 
-int rf_avx2_has_vnni(void) { return __builtin_cpu_supports("avxvnni") != 0; }
+int rf_avx2_has_vnni(void) { return rf_cpu_has_avxvnni(); }
 
 int rf_avx2_gemm_i16(uint32_t type, const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in,
                      const float *x, int64_t n_tok, float *y, int vnni) {

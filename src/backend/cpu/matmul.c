@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -39,8 +40,7 @@ static rf_isa cpu_isa(void) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("amx-tile") &&
-            __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-int8") && amx_permitted())
+        if (__builtin_cpu_supports("avx512bf16") && rf_cpu_has_amx() && amx_permitted())
             return RF_ISA_AMX;
         return RF_ISA_AVX512;
     }
