@@ -1,11 +1,17 @@
 /* gemm_i16_avx512.c: the F16 / BF16 GEMM on int16 block codes (contract, error bound and
  * fallbacks in gemm_i16.h) at the AVX-512 level, with AVX-512 VNNI's vpdpwssd: 32 int16 pairs per
  * instruction, tiles of 16 rows (one per lane) and passes of 8 tokens. */
+#if !defined(__clang__)
 #pragma GCC target("avx512vnni")
+#endif
 #include <immintrin.h>
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__clang__) /* clang ignores GCC's target pragma: the same feature by its own, to the end of the file */
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#endif
 
 #include "backend/cpu/avx512_tr16.h"
 #include "backend/cpu/gemm_i16.h"
@@ -209,3 +215,7 @@ void rf_mm_gemm_i16_avx512(rf_mm_kernels *k) {
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16_i16;
     k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = I16_ROWS_BELOW;
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

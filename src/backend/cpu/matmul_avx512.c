@@ -4,12 +4,18 @@
  * rf_mm_kernels_avx512 installs them only after checking the CPU flag. Without VNNI the AVX-512
  * level keeps the AVX2 kernels (on current AMD cores 512-bit operations run as two 256-bit
  * halves, so wider registers alone gain little for these memory-bound kernels). */
+#if !defined(__clang__)
 #pragma GCC target("avx512vnni,avx512vbmi")
+#endif
 #include <immintrin.h>
 
 #define MUL_SUM_US8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 
 #include <stdlib.h>
+
+#if defined(__clang__) /* clang ignores GCC's target pragma: the same features by its own, to the end of the file */
+#pragma clang attribute push(__attribute__((target("avx512vnni,avx512vbmi"))), apply_to = function)
+#endif
 
 #include "backend/cpu/avx512_tr16.h"
 #include "backend/cpu/gemm_i16.h"
@@ -1037,7 +1043,7 @@ static const uint8_t qk23_swi[2][64] __attribute__((aligned(64))) = {{QK23_SW(0)
 #define QK23_HM(b) (long long)((1ULL << (b)) << 40)
 #define QK23_X4(M, o) _mm512_set_epi64(M(o + 3), M(o + 3), M(o + 2), M(o + 2), M(o + 1), M(o + 1), M(o), M(o))
 
-__attribute__((target("gfni"))) AI void gemv_qk23_row(const uint8_t *w, const uint8_t *xr, const int16_t *s16, const float *dx,
+__attribute__((target("gfni,avx512vnni,avx512vbmi"))) AI void gemv_qk23_row(const uint8_t *w, const uint8_t *xr, const int16_t *s16, const float *dx,
                                                        int64_t nsb, float *out, const int three) {
     const int bb = three ? 110 : 84, qo = three ? 32 : 16, rec = three ? 640 : 384;
     const __m512i cm = QK23_X4(QK23_CM, 0);
@@ -1089,7 +1095,7 @@ __attribute__((target("gfni"))) AI void gemv_qk23_row(const uint8_t *w, const ui
 #undef QK23_HM
 #undef QK23_X4
 
-__attribute__((target("gfni"))) AI void gemv_qk23(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y,
+__attribute__((target("gfni,avx512vnni,avx512vbmi"))) AI void gemv_qk23(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y,
                                                    const int three) {
     const int64_t nsb = x->n_in / 256;
     const int rec = three ? 640 : 384;
@@ -1112,10 +1118,10 @@ __attribute__((target("gfni"))) AI void gemv_qk23(const uint8_t *w, uint64_t rb,
     while (rf_rowq_take(rq, &r0, &r1))
         for (int64_t r = r0; r < r1; r++) gemv_qk23_row(w + (uint64_t)r * rb, xr, x->s16, x->d, nsb, y + r, three);
 }
-__attribute__((target("gfni"))) static void gemv_q2_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+__attribute__((target("gfni,avx512vnni,avx512vbmi"))) static void gemv_q2_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     gemv_qk23(w, rb, rq, x, y, 0);
 }
-__attribute__((target("gfni"))) static void gemv_q3_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
+__attribute__((target("gfni,avx512vnni,avx512vbmi"))) static void gemv_q3_k(const uint8_t *w, uint64_t rb, rf_rowq *rq, const rf_xq8 *x, float *y) {
     gemv_qk23(w, rb, rq, x, y, 1);
 }
 
@@ -1183,3 +1189,7 @@ void rf_mm_kernels_avx512(rf_mm_kernels *k) {
         k->gemv_q8[RF_TYPE_Q3_K] = gemv_q3_k;
     }
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
