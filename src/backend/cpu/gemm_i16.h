@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "core/util.h"
 
 enum { RF_I16_QMAX = 8191 };
 
@@ -53,6 +54,41 @@ static inline void rf_i16_x_put(const rf_i16_x *x, int64_t t, int64_t b, const i
     int32_t *o = x->q + (tg * x->nb + b) * 16 * x->gt + tj;
     for (int g = 0; g < 16; g++) o[g * x->gt] = pairs[g];
     x->d[(tg * x->nb + b) * x->gt + tj] = d;
+}
+
+/* The next weights a tile pass should ask for: while the passes over chunk [b0, b0 + kcb) of a
+ * tile (row r of the take [r0, r1), tile rows per tile) run, the lines of the same rows' next
+ * chunk, or the next tile's first, a share per pass (rf_i16_prefetch): the rows sit in separate
+ * pages, which the hardware prefetchers follow poorly. 64 bytes per 32-block (2-byte weights). */
+typedef struct {
+    const uint8_t *w; /* the first row's start; NULL: nothing to fetch */
+    uint64_t off;     /* the chunk's byte offset in each row */
+    int64_t lines;    /* 64-byte lines per row */
+    int nr;           /* rows */
+} rf_i16_next;
+
+static inline rf_i16_next rf_i16_next_chunk(const uint8_t *wr, uint64_t rb, int nr, int tile, int64_t r, int64_t r1,
+                                            int64_t b0, int64_t kcb, int64_t nb) {
+    rf_i16_next n = {NULL, 0, 0, 0};
+    if (b0 + kcb < nb) n.w = wr, n.off = 64 * (uint64_t)(b0 + kcb), n.nr = nr;
+    else if (r + tile < r1) n.w = wr + (uint64_t)tile * rb, n.nr = (int)RF_MIN(tile, r1 - r - tile);
+    if (n.w) n.lines = (int64_t)((RF_MIN(64 * (uint64_t)kcb, rb - n.off) + 63) / 64);
+    return n;
+}
+
+/* Pass p of np asks for its share of n's lines (into L1: section 28's T0 / T1 comparison). The
+ * prefetch is an asm statement: GCC 12 deleted whole loops of __builtin_prefetch here (a loop
+ * with no side effect), which left the AVX2 GEMM with none. */
+static inline void rf_i16_prefetch(const rf_i16_next *n, uint64_t rb, int64_t p, int64_t np) {
+    for (int64_t l = p * n->lines / np; l < (p + 1) * n->lines / np; l++)
+        for (int i = 0; i < n->nr; i++) {
+            const uint8_t *a = n->w + (uint64_t)i * rb + n->off + 64 * (uint64_t)l;
+#if defined(__x86_64__) || defined(__i386__)
+            __asm__ volatile("prefetcht0 %0" : : "m"(*a));
+#else
+            __builtin_prefetch(a, 0, 3);
+#endif
+        }
 }
 
 /* Rows [0, nr) of W (at wr, row bytes rb; kind 1 F16, 2 BF16) against every token, in f32 one

@@ -143,9 +143,6 @@ static void mk_i16_any(const uint8_t *pk, int64_t nb, int T, const int32_t *xq, 
 #ifndef I16_ROWS_BELOW
 #define I16_ROWS_BELOW 5
 #endif
-#ifndef GEMM_I16_HINT
-#define GEMM_I16_HINT _MM_HINT_T0
-#endif
 
 AI int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                 int64_t n_tok, float *y, const int kind) {
@@ -170,19 +167,9 @@ AI int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64
             for (int64_t b0 = 0; b0 < nb; b0 += kcb) {
                 const int64_t nbc = RF_MIN(kcb, nb - b0);
                 bad |= kind == 1 ? pack_w(wr, ridx, n_in, b0, nbc, pk, 1) : pack_w(wr, ridx, n_in, b0, nbc, pk, 2);
-                /* the next chunk (or the next tile's first) into L2 while the passes run on this
-                 * one, a share per pass: 16 rows in 16 pages, which the prefetchers follow poorly */
-                const uint8_t *nw = NULL;
-                uint64_t noff = 0, nlen = 0;
-                int nnr = 0;
-                if (b0 + kcb < nb) nw = wr, noff = 64 * (uint64_t)(b0 + kcb), nnr = nr;
-                else if (r + 16 < r1) nw = wr + 16 * rb, nnr = (int)RF_MIN(16, r1 - r - 16);
-                if (nw) nlen = RF_MIN(64 * (uint64_t)kcb, rb - noff);
-                const int64_t nlines = (int64_t)((nlen + 63) / 64);
+                const rf_i16_next next = rf_i16_next_chunk(wr, rb, nr, 16, r, r1, b0, kcb, nb);
                 for (int64_t tg = 0; tg < ntg; tg++) {
-                    for (int64_t l = tg * nlines / ntg; l < (tg + 1) * nlines / ntg; l++)
-                        for (int i = 0; i < nnr; i++)
-                            _mm_prefetch((const char *)(nw + (uint64_t)i * rb + noff + 64 * (uint64_t)l), GEMM_I16_HINT);
+                    rf_i16_prefetch(&next, rb, tg, ntg);
                     const int T = (int)RF_MIN(GT, n_tok - tg * GT);
                     const int64_t o = tg * nb + b0;
                     mk_i16_any(pk, nbc, T, xq + o * XREC, xd + o * GT, y + tg * GT * n_out + r, n_out, mask, b0 > 0);
