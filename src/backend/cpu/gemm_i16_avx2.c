@@ -184,12 +184,17 @@ AI void mk_i16(const uint8_t *pk, int64_t nb, const int T, const int32_t *xq, co
 MK_ANY(mk_plain, 0)
 MK_ANY(mk_vnni, 1)
 
-/* The whole call on the per-row f32 kernels (4 tokens per row pass), rows from rq. */
+/* The whole call on the per-row f32 kernels (4 tokens per row pass), rows from rq; before the
+ * installer has run (a direct rf_avx2_gemm_i16 call), on the portable tile fallback. */
 static void rows_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                      int64_t n_tok, float *y, int kind) {
     int64_t r0, r1;
     float out[4];
-    while (rf_rowq_take(rq, &r0, &r1))
+    while (rf_rowq_take(rq, &r0, &r1)) {
+        if (!row_f32[kind]) {
+            rf_i16_tile_f32(w + (uint64_t)r0 * rb, rb, (int)(r1 - r0), n_in, x, n_tok, y + r0, n_out, kind);
+            continue;
+        }
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
             const int nt = (int)RF_MIN(4, n_tok - t0);
             for (int64_t o = r0; o < r1; o++) {
@@ -197,6 +202,7 @@ static void rows_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, 
                 for (int j = 0; j < nt; j++) y[(t0 + j) * n_out + o] = out[j];
             }
         }
+    }
 }
 
 static int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
