@@ -16,11 +16,27 @@ static inline int rf_cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
 }
 enum { RF_EAX = 0, RF_EBX = 1, RF_ECX = 2, RF_EDX = 3 };
 
-static inline int rf_cpu_has_f16c(void) { return rf_cpuid_bit(1, 0, RF_ECX, 29); }
-static inline int rf_cpu_has_avxvnni(void) { return rf_cpuid_bit(7, 1, RF_EAX, 4); }
+/* CPUID is slow (in a virtual machine it exits to the hypervisor: the reference attention, which
+ * asks per cache row, ran 30x slower with it uncached), so each answer is read once per
+ * translation unit: *cache is 0 before, the bit + 1 after (a benign race computes it twice). */
+static inline int rf_cpu_bit_cached(int *cache, unsigned leaf, unsigned sub, int reg, int bit) {
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (!v) __atomic_store_n(cache, v = rf_cpuid_bit(leaf, sub, reg, bit) + 1, __ATOMIC_RELAXED);
+    return v - 1;
+}
+static inline int rf_cpu_has_f16c(void) {
+    static int c;
+    return rf_cpu_bit_cached(&c, 1, 0, RF_ECX, 29);
+}
+static inline int rf_cpu_has_avxvnni(void) {
+    static int c;
+    return rf_cpu_bit_cached(&c, 7, 1, RF_EAX, 4);
+}
 /* AMX-BF16, AMX-TILE and AMX-INT8 together */
 static inline int rf_cpu_has_amx(void) {
-    return rf_cpuid_bit(7, 0, RF_EDX, 22) && rf_cpuid_bit(7, 0, RF_EDX, 24) && rf_cpuid_bit(7, 0, RF_EDX, 25);
+    static int c22, c24, c25;
+    return rf_cpu_bit_cached(&c22, 7, 0, RF_EDX, 22) && rf_cpu_bit_cached(&c24, 7, 0, RF_EDX, 24) &&
+           rf_cpu_bit_cached(&c25, 7, 0, RF_EDX, 25);
 }
 #endif
 
