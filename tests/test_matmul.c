@@ -92,14 +92,14 @@ static int is_int8_path(uint32_t type, rf_isa isa) {
     return isa != RF_ISA_SCALAR && type != RF_TYPE_F32 && type != RF_TYPE_F16 && type != RF_TYPE_BF16;
 }
 
-/* F16 / BF16 with 5 or more tokens (the installers' I16_ROWS_BELOW; fewer take the per-row f32
+/* F16 / BF16 with RF_I16_ROWS_BELOW (5) or more tokens (fewer take the per-row f32
  * kernels) take the GEMM on 14-bit block codes (gemm_i16.h) at the AVX2 level, at the AVX-512
  * level where the CPU has AVX512_VNNI, and at the AMX level below gemm_amx.c's AMX_MIN_TOK (8
  * tokens); its error is about 1e-4 of sum|W x| at random values: 1e-3 here; test_gemm_i16 holds
  * it to its own sharper bound. */
 static int is_int16_path(uint32_t type, rf_isa isa, int64_t n_tok) {
 #if defined(__x86_64__)
-    if ((type != RF_TYPE_F16 && type != RF_TYPE_BF16) || n_tok < 5 || isa == RF_ISA_SCALAR) return 0;
+    if ((type != RF_TYPE_F16 && type != RF_TYPE_BF16) || n_tok < RF_I16_ROWS_BELOW || isa == RF_ISA_SCALAR) return 0;
     return isa == RF_ISA_AVX2 || ((isa < RF_ISA_AMX || n_tok < 8) && __builtin_cpu_supports("avx512vnni"));
 #else
     (void)type, (void)isa, (void)n_tok;

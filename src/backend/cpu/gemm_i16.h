@@ -31,7 +31,17 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "core/util.h"
 
-enum { RF_I16_QMAX = 8191 };
+/* RF_I16_MIN_TOK: fewer tokens (one) take the level's f32 path (the contract above). */
+enum { RF_I16_QMAX = 8191, RF_I16_MIN_TOK = 2 };
+
+/* Below this many tokens the driver takes the per-row f32 kernels (both installers set it as
+ * gemm_f32_min_tok), which read each row once for up to 4 tokens and pack nothing. 1B F16, -t 2,
+ * t/s per-row / this GEMM: AVX-512 pp2 36-38 / 19, pp4 35-37 / 32-34, pp6 41-43 / 46-47, pp8
+ * 51-52 / 64-65; AVX2 pp2 36-38 / 13-16, pp4 35-36 / 30-31, pp6 42-43 / 43-45, pp8 47-51 / 55-57
+ * (docs/PERF-CPU.md section 29). */
+#ifndef RF_I16_ROWS_BELOW
+#define RF_I16_ROWS_BELOW 5
+#endif
 
 /* x's codes for a level whose micro-kernel takes gt tokens per pass: q [tg][b][16][gt] dwords
  * (one dword = the codes of elements 32b + 2g and 32b + 2g + 1 of one token), d [tg][b][gt]

@@ -22,15 +22,7 @@ enum {
     KC = 512,           /* K elements per packed weight chunk (multiple of 32) */
     REC = 16 * 32 + 32, /* one packed block of 8 rows: 16 pair steps of [8 rows] dwords, 8 f32 scales */
     XREC = 16 * GT,     /* one packed activation block of a token group: [16 pairs][GT tokens] dwords */
-    MIN_TOK = 2
 };
-
-/* Below this many tokens the driver takes the per-row f32 kernels, which read each row once for
- * up to 4 tokens and pack nothing: 1B F16, -t 2, t/s per-row / this GEMM: pp2 36-38 / 13-16, pp4
- * 35-36 / 30-31, pp6 42-43 / 43-45, pp8 47-51 / 55-57 (docs/PERF-CPU.md section 29). */
-#ifndef I16_ROWS_BELOW
-#define I16_ROWS_BELOW 5
-#endif
 
 static rf_dot_f32_fn row_f32[3]; /* by kind (1 F16, 2 BF16): the table's per-row f32 kernels */
 
@@ -208,7 +200,7 @@ static void rows_f32(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, 
 static int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                     int64_t n_tok, float *y, const int kind, const int vnni) {
     rf_i16_x px;
-    if (n_tok < MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
+    if (n_tok < RF_I16_MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
         rows_f32(w, rb, rq, n_out, n_in, x, n_tok, y, kind);
         return 0;
     }
@@ -269,5 +261,5 @@ void rf_mm_gemm_i16_avx2(rf_mm_kernels *k) {
     have_vnni = rf_avx2_has_vnni();
     k->gemm_f32[RF_TYPE_F16] = gemm_f16_i16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16_i16;
-    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = I16_ROWS_BELOW;
+    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = RF_I16_ROWS_BELOW;
 }

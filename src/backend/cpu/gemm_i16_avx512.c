@@ -25,8 +25,6 @@ enum {
     KC = 512,           /* K elements per packed weight chunk (multiple of 32) */
     REC = 16 * 64 + 64, /* one packed block of 16 rows: 16 pair steps of [16 rows] dwords, 16 f32 scales */
     XREC = 16 * GT,     /* one packed activation block of a token group: [16 pairs][GT tokens] dwords */
-    MIN_TOK = 2 /* from 2 tokens on: 1B F16 pp2 +17-28% over the f32 GEMM, pp8 +16%, pp64 +45% (the
-                 * driver takes the per-row kernels below I16_ROWS_BELOW) */
 };
 
 /* x's codes (gemm_i16.h's layout for GT tokens per pass); nonzero if a token row cannot be held. */
@@ -137,17 +135,10 @@ static void mk_i16_any(const uint8_t *pk, int64_t nb, int T, const int32_t *xq, 
     }
 }
 
-/* Below this many tokens the driver takes the per-row f32 kernels, which read each row once for
- * up to 4 tokens and pack nothing: 1B F16, -t 2, t/s per-row / this GEMM: pp2 36-38 / 19, pp4
- * 35-37 / 32-34, pp6 41-43 / 46-47, pp8 51-52 / 64-65 (docs/PERF-CPU.md section 29). */
-#ifndef I16_ROWS_BELOW
-#define I16_ROWS_BELOW 5
-#endif
-
 AI int gemm_i16(const uint8_t *w, uint64_t rb, rf_rowq *rq, int64_t n_out, int64_t n_in, const float *x,
                 int64_t n_tok, float *y, const int kind) {
     rf_i16_x px;
-    if (n_tok < MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
+    if (n_tok < RF_I16_MIN_TOK || pack_x(x, n_in, n_tok, &px)) {
         rf_avx512_gemm_h_f32(w, rb, rq, n_out, n_in, x, n_tok, y, kind);
         return 0;
     }
@@ -200,7 +191,7 @@ void rf_mm_gemm_i16_avx512(rf_mm_kernels *k) {
     if (!__builtin_cpu_supports("avx512vnni")) return;
     k->gemm_f32[RF_TYPE_F16] = gemm_f16_i16;
     k->gemm_f32[RF_TYPE_BF16] = gemm_bf16_i16;
-    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = I16_ROWS_BELOW;
+    k->gemm_f32_min_tok[RF_TYPE_F16] = k->gemm_f32_min_tok[RF_TYPE_BF16] = RF_I16_ROWS_BELOW;
 }
 
 #if defined(__clang__)
