@@ -4,7 +4,9 @@
  * 3-token prompt and one decode step on the CPU reference backend. A bad file must end in an error, never a crash, a sanitizer report or a hang.
  * Build and run: scripts/fuzz.sh [seconds] (clang's libFuzzer with ASan + UBSan; seeds: the
  * shared models and vocab files). Not part of `make test`. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
