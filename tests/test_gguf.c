@@ -555,7 +555,7 @@ enum {
     D_OFF_PAST, D_OFF_HUGE, D_SIZE_PAST, D_OVERLAP, D_ALIGN0, D_ALIGN3, D_ALIGN_U64, D_NAMELEN_63, D_DATA_EOF,
     D_KEYLEN_EDGE, D_STRLEN_EDGE, D_ARR_EDGE, D_SARR_EDGE, D_NAMELEN_EDGE, D_COUNT,
     /* accepted variants */
-    A_V2 = 100, A_IQ2, A_ALIGN1, A_EMPTY_NAME, A_EXACT_END, A_REVERSED, A_BOOL2,
+    A_V2 = 100, A_IQ2, A_MXFP4, A_ALIGN1, A_EMPTY_NAME, A_EXACT_END, A_REVERSED, A_BOOL2,
 };
 
 static const char *const defect_names[D_COUNT] = {
@@ -678,6 +678,7 @@ static void make_case_body(tb *b, int d) {
     if (d == D_TTYPE_40) t1 = 40;
     if (d == D_TTYPE_MAX) t1 = 0xffffffffu;
     if (d == A_IQ2) t1 = RF_TYPE_IQ2_XXS, ne1[0] = 256; /* 66 bytes */
+    if (d == A_MXFP4) t1 = RF_TYPE_MXFP4, ne1[0] = 64;  /* 34 bytes, as the q8_0 row */
     if (d == D_MISALIGNED) off1 = 48;
     if (d == D_OFF_PAST) off1 = 4096;
     if (d == D_OFF_HUGE) off1 = UINT64_MAX - 31;
@@ -738,7 +739,8 @@ static void test_explicit(void) {
     static const struct {
         int d;
         const char *what;
-    } accepted[] = {{A_V2, "version 2"}, {A_IQ2, "known-unsupported type iq2_xxs"}, {A_ALIGN1, "alignment 1"},
+    } accepted[] = {{A_V2, "version 2"}, {A_IQ2, "known-unsupported type iq2_xxs"},
+                    {A_MXFP4, "known-unsupported type mxfp4"}, {A_ALIGN1, "alignment 1"},
                     {A_EMPTY_NAME, "an empty tensor name"}, {A_EXACT_END, "no padding after the last tensor"},
                     {A_REVERSED, "tensors stored out of order"}, {A_BOOL2, "bool byte 2"}};
     for (size_t k = 0; k < RF_ARRAY_LEN(accepted); k++) {

@@ -37,6 +37,7 @@ static const rf_type_info infos[RF_TYPE_COUNT] = {
     [RF_TYPE_IQ1_M] = {"iq1_m", 256, 56, false},
     [RF_TYPE_TQ1_0] = {"tq1_0", 256, 54, false},
     [RF_TYPE_TQ2_0] = {"tq2_0", 256, 66, false},
+    [RF_TYPE_MXFP4] = {"mxfp4", 32, 17, false}, /* exponent byte, then 16 bytes of nibbles */
 };
 
 const rf_type_info *rf_type_get(uint32_t t) {

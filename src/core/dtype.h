@@ -44,6 +44,7 @@ typedef enum {
     RF_TYPE_BF16 = 30,
     RF_TYPE_TQ1_0 = 34,
     RF_TYPE_TQ2_0 = 35,
+    RF_TYPE_MXFP4 = 39, /* 32 E2M1 codes under one E8M0 exponent (gpt-oss experts); named, not computed */
     RF_TYPE_COUNT = 40
 } rf_type;
 
