@@ -34,7 +34,7 @@ static const struct {
      "    -p N / -n N        prompt processing of N tokens / generation of N tokens (0 skips the test)\n"
      "    -d N               tokens of context before each test (prefilled, not timed)\n"
      "    -r N               timed repetitions after one warm-up; the table gives mean +- standard deviation\n"
-     "    -b N               prompt tokens per batch (default: the largest -p, at most 2048)\n"
+     "    -b N               prompt and depth tokens per batch (default: the largest -p or -d, at most 2048)\n"
      "    -t N, -ngl N, --device D   as for run\n"},
     {"mkmodel", "  mkmodel    -o OUT --vocab VOCAB.gguf [--arch llama|qwen2|qwen3] [--type f16|q8_0|q4_k_m|...]\n"
                 "             [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--n-ff N] [-s SEED]\n",
