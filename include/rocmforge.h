@@ -68,7 +68,7 @@ int32_t rf_token_bos(const rf_model *m);
  * much as q8_0: ~7% relative error per cached element (RMS), which moved the test models' logits
  * 13-18% (relative L2) from llama.cpp's, against ~1% for q8_0. */
 typedef enum {
-    RF_KV_AUTO = 0, /* the backend's choice: f16 on a GPU, f32 on the CPU */
+    RF_KV_AUTO = 0, /* the backend's choice: f16 (f32 on the reference CPU modes) */
     RF_KV_F32 = 1,
     RF_KV_F16 = 2,
     RF_KV_Q8_0 = 3,

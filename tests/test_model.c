@@ -419,12 +419,26 @@ static void test_kv_types(void) {
         SKIP("stories260K.gguf missing");
         return;
     }
+    /* auto: f16 on the fast CPU mode (as llama.cpp), f32 on the reference modes (exact) */
+    const char *refs[] = {"cpu-ref", "cpu-ggml"};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        rf_model_params rp = rf_model_default_params();
+        rp.device = refs[i];
+        rf_model *r = rf_model_load(path, &rp);
+        rf_context_params cp = rf_context_default_params();
+        cp.n_ctx = 64;
+        rf_context *c = r ? rf_context_new(r, &cp) : NULL;
+        CHECK(c && rf_context_kv_type(c) == RF_KV_F32, "%s: auto K/V type %d, expected f32", refs[i],
+              c ? (int)rf_context_kv_type(c) : -1);
+        rf_context_free(c);
+        rf_model_free(r);
+    }
     rf_model_params mp = rf_model_default_params();
     mp.device = "cpu";
     rf_model *m = rf_model_load(path, &mp);
     CHECK(m != NULL, "load: %s", rf_error());
     if (!m) return;
-    const int want[3] = {RF_KV_F32, RF_KV_F32, RF_KV_F16}; /* auto is f32 on the CPU */
+    const int want[3] = {RF_KV_F16, RF_KV_F32, RF_KV_F16};
     /* (q8_0, q4_0: test_model, and their refusal for this model's head_dim 8 there too) */
     for (int kv = RF_KV_AUTO; kv <= RF_KV_F16; kv++) {
         rf_context_params cp = rf_context_default_params();
@@ -459,12 +473,12 @@ int main(void) {
     test_seed();
     test_kv_types();
     test_thread_cap();
-    /* Each device with its default cache (cpu*: f32; a GPU: f16), the CPU also with an f16 cache
-     * (llama.cpp's golden data was made with one), a q8_0 and a q4_0 one, a GPU also with f32,
-     * q8_0 and q4_0. */
+    /* Each device with its default cache (cpu and a GPU: f16, as llama.cpp's golden data was made;
+     * cpu-ref and cpu-ggml: f32), the fast CPU also with an f32, a q8_0 and a q4_0 cache, a GPU
+     * also with f32, q8_0 and q4_0. */
     const char *extra = getenv("ROCMFORGE_TEST_DEVICE");
     const struct { const char *device; int kv; } runs[] = {
-        {"cpu-ref", RF_KV_AUTO}, {"cpu", RF_KV_AUTO},  {"cpu", RF_KV_F16},  {"cpu", RF_KV_Q8_0},
+        {"cpu-ref", RF_KV_AUTO}, {"cpu", RF_KV_AUTO},  {"cpu", RF_KV_F32},  {"cpu", RF_KV_Q8_0},
         {"cpu", RF_KV_Q4_0},     {"cpu-ggml", RF_KV_AUTO}, {extra, RF_KV_AUTO}, {extra, RF_KV_F32},
         {extra, RF_KV_Q8_0},     {extra, RF_KV_Q4_0},
     };

@@ -156,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
         threads = p ? atoi(p + 2) : 1;
     }
     /* llama-bench shows type_k / type_v only when they differ from its default, f16; so does this
-     * table (the CPU's default cache is f32: its table gains the two columns) */
+     * table (the CPU reference modes' default cache is f32: their tables gain the two columns) */
     const rf_kv_type kvt = rf_context_kv_type(c);
     const char *kvn = kvt == RF_KV_F16 ? "f16" : kvt == RF_KV_Q8_0 ? "q8_0" : kvt == RF_KV_Q4_0 ? "q4_0" : "f32";
     const bool kv_cols = rf_context_kv_type(c) != RF_KV_F16;

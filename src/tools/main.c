@@ -56,7 +56,7 @@ void rf_usage(FILE *f, const char *cmd) {
         }
     if (!cmd || !strcmp(cmd, "run") || !strcmp(cmd, "perplexity") || !strcmp(cmd, "bench"))
         fputs("  run, perplexity and bench also take -ctk/--cache-type-k and -ctv/--cache-type-v f16|f32|q8_0|q4_0:\n"
-              "             the K/V cache type (default f16 on a GPU, f32 on the CPU; K and V alike)\n",
+              "             the K/V cache type (default f16; f32 on cpu-ref and cpu-ggml; K and V alike)\n",
               f);
     if (!cmd) fputs("  --version, help; COMMAND -h for one command's flags\n", f);
 }

@@ -24,6 +24,7 @@ typedef struct {
     size_t n_async;
     float *acc;     /* op_matmul's accumulate output before it is added (grown on demand) */
     size_t acc_cap; /* floats */
+    rf_backend_ops ops; /* cpu_ops with this mode's default K/V cache type */
 } cpu_impl;
 
 static cpu_impl *impl_of(rf_backend *be) { return be->impl; }
@@ -270,7 +271,7 @@ static const rf_backend_ops cpu_ops = {
     .download_wait = cpu_download_wait,
     .sync = cpu_sync,
     .mem_free = cpu_mem_free,
-    .kv_type_default = RF_TYPE_F32, /* the exact reference */
+    .kv_type_default = RF_TYPE_F32, /* the reference modes' (exact); the fast one's: rf_cpu_backend_create */
     .embed = op_embed,
     .rmsnorm = op_rmsnorm,
     .matmul = op_matmul,
@@ -290,7 +291,13 @@ rf_backend *rf_cpu_backend_create(int n_threads, rf_cpu_mode mode) {
     c->tp = rf_threadpool_new(n_threads);
     c->isa = rf_isa_best();
     c->mode = mode;
-    be->ops = &cpu_ops;
+    /* The fast mode keeps K/V in f16, as llama.cpp and the GPU backend do: half the bytes a long
+     * context reads per step (1B Q4_0 at depth 4096, two threads: tg 53 t/s against 42 with f32;
+     * docs/PERF-CPU.md section 30), within the golden tolerances (test_model runs every mode and
+     * cache type). The reference modes stay exact in f32. */
+    c->ops = cpu_ops;
+    c->ops.kv_type_default = mode == RF_CPU_FAST ? RF_TYPE_F16 : RF_TYPE_F32;
+    be->ops = &c->ops;
     be->impl = c;
     return be;
 }
