@@ -292,8 +292,8 @@ rf_backend *rf_cpu_backend_create(int n_threads, rf_cpu_mode mode) {
     c->isa = rf_isa_best();
     c->mode = mode;
     /* The fast mode keeps K/V in f16, as llama.cpp and the GPU backend do: half the bytes a long
-     * context reads per step (1B Q4_0 at depth 4096, two threads: tg 53 t/s against 42 with f32;
-     * docs/PERF-CPU.md section 30), within the golden tolerances (test_model runs every mode and
+     * context reads per step (1B Q4_0 at depth 4096, two threads: tg32 59 t/s against 46 with f32,
+     * medians of three rounds; docs/PERF-CPU.md section 30), within the golden tolerances (test_model runs every mode and
      * cache type). The reference modes stay exact in f32. */
     c->ops = cpu_ops;
     c->ops.kv_type_default = mode == RF_CPU_FAST ? RF_TYPE_F16 : RF_TYPE_F32;
