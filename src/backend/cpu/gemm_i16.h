@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/prefetch.h"
 #include "core/util.h"
 
 /* RF_I16_MIN_TOK: fewer tokens (one) take the level's f32 path (the contract above). */
@@ -86,19 +87,10 @@ static inline rf_i16_next rf_i16_next_chunk(const uint8_t *wr, uint64_t rb, int 
     return n;
 }
 
-/* Pass p of np asks for its share of n's lines (into L1: section 28's T0 / T1 comparison). The
- * prefetch is an asm statement: GCC 12 deleted whole loops of __builtin_prefetch here (a loop
- * with no side effect), which left the AVX2 GEMM with none. */
+/* Pass p of np asks for its share of n's lines (into L1: section 28's T0 / T1 comparison). */
 static inline void rf_i16_prefetch(const rf_i16_next *n, uint64_t rb, int64_t p, int64_t np) {
     for (int64_t l = p * n->lines / np; l < (p + 1) * n->lines / np; l++)
-        for (int i = 0; i < n->nr; i++) {
-            const uint8_t *a = n->w + (uint64_t)i * rb + n->off + 64 * (uint64_t)l;
-#if defined(__x86_64__) || defined(__i386__)
-            __asm__ volatile("prefetcht0 %0" : : "m"(*a));
-#else
-            __builtin_prefetch(a, 0, 3);
-#endif
-        }
+        for (int i = 0; i < n->nr; i++) rf_prefetch_l1(n->w + (uint64_t)i * rb + n->off + 64 * (uint64_t)l);
 }
 
 /* Rows [0, nr) of W (at wr, row bytes rb; kind 1 F16, 2 BF16) against every token, in f32 one
