@@ -61,8 +61,12 @@ $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 	ar rcs $@ $^
 
 # The commit the CLI reports (`--version`, bench's closing "build:" line, as llama-bench's):
-# main.o alone is rebuilt when it changes (the stamp's name carries it).
+# main.o alone is rebuilt when it changes (the stamp's name carries it). RF_COMMIT from the
+# environment wins: a copy of the tree whose .git is older than its files (the device machine's)
+# gets it from scripts/device-prepare.sh.
+ifndef RF_COMMIT
 RF_COMMIT := $(shell git describe --always --dirty --abbrev=8 2>/dev/null || echo unknown)
+endif
 COMMIT_STAMP := $(BUILD)/commit-$(subst /,_,$(RF_COMMIT))
 $(COMMIT_STAMP):
 	@mkdir -p $(BUILD)

@@ -6,6 +6,9 @@
 # (`sh scripts/device-prepare.sh snap [REV]` refreshes only the snapshot, of REV, default HEAD;
 # `scripts/device-run.sh vsbase` measures the working tree against it).
 set -e
+# The working tree's commit, for the device's builds of it (the device's copy of .git can be
+# older than the files it receives; scripts/device-run.sh exports this as RF_COMMIT).
+mkdir -p .dev && git describe --always --dirty --abbrev=8 > .dev/tree-commit
 rm -rf .dev/snap && mkdir -p .dev/snap && git archive "${2:-HEAD}" | tar -x -C .dev/snap
 git rev-parse --short=8 "${2:-HEAD}" > .dev/snap/.commit # its builds' commit (git describe there names this tree's)
 # git archive dates the files to the commit: make on a warm device would keep older objects

@@ -26,6 +26,9 @@ log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 date -u +%FT%TZ > "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/summary.txt"
 export CFLAGS="-I$PWD/.dev/pcre2/include" LDFLAGS="-L$PWD/.dev/pcre2/lib"
+# This tree's commit as scripts/device-prepare.sh saw it (the device's .git may be older).
+[ -f .dev/tree-commit ] && export RF_COMMIT="$(cat .dev/tree-commit)"
+echo "tree: ${RF_COMMIT:-$(git describe --always --dirty --abbrev=8 2>/dev/null)}" >> "$OUT/summary.txt"
 make -j16 > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "warning" "$OUT/build.log" | head -5
 BIN=build/rocmforge
