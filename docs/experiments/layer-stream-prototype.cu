@@ -361,6 +361,24 @@ __device__ __forceinline__ long long ring_place(long long lin, int b) {
     return off + b > WR ? lin + (WR - off) : lin;
 }
 
+#define STAMP(l_, ph_, k_)                                                                      \
+    do {                                                                                          \
+        if (threadIdx.x == 0 && p.stamps)                                                         \
+            p.stamps[(((size_t)(l_) * 4 + (ph_)) * gridDim.x + blockIdx.x) * 3 + (k_)] = gtime();   \
+    } while (0)
+/* A phase's start, by every thread of the block: wait until *ctr reaches target (thread 0; none
+ * when ctr is NULL), then stage the phase's input; stamped before and after the wait and after
+ * the staging. */
+__device__ void phase_start(const Params &p, int l, int ph, const unsigned *ctr, unsigned target, const float *in,
+                            const float *nw, int n, Stage *st) {
+    STAMP(l, ph, 0);
+    if (threadIdx.x == 0 && ctr) wait_ge(ctr, target);
+    STAMP(l, ph, 1);
+    __syncthreads();
+    stage(in, nw, n, st);
+    STAMP(l, ph, 2);
+}
+
 __global__ void __launch_bounds__(NT, 1) k_layers(Params p) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *base = smem_raw + ((16u - (smem_u32(smem_raw) & 15u)) & 15u);
@@ -445,24 +463,11 @@ __global__ void __launch_bounds__(NT, 1) k_layers(Params p) {
         __syncwarp();                                                                             \
     } while (0)
 #endif
-#define STAMP(l_, ph_, k_)                                                                      \
-    do {                                                                                          \
-        if (threadIdx.x == 0 && p.stamps)                                                         \
-            p.stamps[(((size_t)(l_) * 4 + (ph_)) * gridDim.x + blockIdx.x) * 3 + (k_)] = gtime();   \
-    } while (0)
-
     if (C) TOP_UP();
     for (int l = 0; l < p.L; l++) {
         const float *an = p.attn_norm + (size_t)l * D, *fn = p.ffn_norm + (size_t)l * D;
         /* q / k / v */
-        if (W) {
-            STAMP(l, 0, 0);
-            if (l > 0 && threadIdx.x == 0) wait_ge(p.cnt + (l - 1) * 5 + 4, g * nblk);
-            STAMP(l, 0, 1);
-            __syncthreads();
-            stage(p.x, an, D, st);
-            STAMP(l, 0, 2);
-        }
+        if (W) phase_start(p, l, 0, l > 0 ? p.cnt + (l - 1) * 5 + 4 : NULL, g * nblk, p.x, an, D, st);
         for (int i = 0; C && i < R.c[0]; i++) {
             const int r = R.r0[0] + i;
             CONSUME({
@@ -482,19 +487,7 @@ __global__ void __launch_bounds__(NT, 1) k_layers(Params p) {
             }
         }
         /* o */
-        if (W) {
-            STAMP(l, 1, 0);
-            if (threadIdx.x == 0) {
-                if (A)
-                    wait_ge(p.cnt + l * 5 + 1, g * NH);
-                else
-                    wait_ge(p.cnt + l * 5 + 0, g * nblk);
-            }
-            STAMP(l, 1, 1);
-            __syncthreads();
-            stage(p.att, NULL, D, st);
-            STAMP(l, 1, 2);
-        }
+        if (W) phase_start(p, l, 1, p.cnt + l * 5 + (A ? 1 : 0), A ? g * NH : g * nblk, p.att, NULL, D, st);
         for (int i = 0; C && i < R.c[1]; i++) {
             const int r = R.r0[1] + i;
             CONSUME({
@@ -504,14 +497,7 @@ __global__ void __launch_bounds__(NT, 1) k_layers(Params p) {
         }
         if (W) ARRIVE(l, 2);
         /* gate / up */
-        if (W) {
-            STAMP(l, 2, 0);
-            if (threadIdx.x == 0) wait_ge(p.cnt + l * 5 + 2, g * nblk);
-            STAMP(l, 2, 1);
-            __syncthreads();
-            stage(p.x, fn, D, st);
-            STAMP(l, 2, 2);
-        }
+        if (W) phase_start(p, l, 2, p.cnt + l * 5 + 2, g * nblk, p.x, fn, D, st);
         for (int i = 0; C && i < R.c[2]; i++) {
             const int r = R.r0[2] + i;
             CONSUME({
@@ -522,14 +508,7 @@ __global__ void __launch_bounds__(NT, 1) k_layers(Params p) {
         }
         if (W) ARRIVE(l, 3);
         /* down */
-        if (W) {
-            STAMP(l, 3, 0);
-            if (threadIdx.x == 0) wait_ge(p.cnt + l * 5 + 3, g * nblk);
-            STAMP(l, 3, 1);
-            __syncthreads();
-            stage(p.h, NULL, FF, st);
-            STAMP(l, 3, 2);
-        }
+        if (W) phase_start(p, l, 3, p.cnt + l * 5 + 3, g * nblk, p.h, NULL, FF, st);
         for (int i = 0; C && i < R.c[3]; i++) {
             const int r = R.r0[3] + i;
             CONSUME({
