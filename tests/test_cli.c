@@ -104,6 +104,10 @@ int main(void) {
         {"perplexity -m %s -p 'a b c d' -c 1", "context of at least 2 tokens"},
         {"run -m %s -f /tmp", "cannot read /tmp"},
         {"run -m %s -p hi -n 4,8", "bad value '4,8' for -n: expected an integer"},
+        {"run -m %s -p hi -c 99999999999", "bad value '99999999999' for -c: out of range (at most 2147483647)"},
+        {"run -m %s -p hi -n -99999999999", "bad value '-99999999999' for -n: out of range"},
+        {"bench -m %s -p 0 -n 0 -r 1", "nothing to measure"},
+        {"bench -m %s -p 0,0 -n 0 -d 8 -r 1", "nothing to measure"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         snprintf(args, sizeof args, refused[i][0], stories);

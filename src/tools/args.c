@@ -162,8 +162,12 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
                 break;
             }
             long v = strtol(val, &end, 10);
-            if (!*val || *end || errno || v < INT_MIN || v > INT_MAX) {
+            if (!*val || *end) {
                 rf_fail("bad value '%s' for %s: expected an integer", val, name);
+                return -1;
+            }
+            if (errno || v < INT_MIN || v > INT_MAX) {
+                rf_fail("bad value '%s' for %s: out of range (at most %d)", val, name, INT_MAX);
                 return -1;
             }
             *(int *)dst = (int)v;

@@ -116,6 +116,8 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < pp.n; i++) max_pp = RF_MAX(max_pp, pp.v[i]);
     for (int i = 0; i < tg.n; i++) max_tg = RF_MAX(max_tg, tg.v[i]);
     for (int i = 0; i < dd.n; i++) max_d = RF_MAX(max_d, dd.v[i]);
+    if (max_pp == 0 && max_tg == 0) /* every count 0: an empty table would look like a result */
+        return rf_fail("nothing to measure: every -p and -n count is 0");
     rf_model *m = rf_cli_load(&a);
     if (!m) return 1;
     /* The batch also fills the depth: sized by -p alone, `-p 0 -d 4096` prefilled its context a
