@@ -132,9 +132,11 @@ int cmd_mkmodel(int argc, char **argv) {
     /* the caps are far above any released model (n_embd 16384, n_ff 53248); a typo such as a
      * million-wide model is refused here instead of failing tens of gigabytes into the write */
     if (a.n_embd <= 0 || a.n_layer <= 0 || a.n_head <= 0 || a.n_ff <= 0 || a.n_head_kv <= 0 || a.n_ctx <= 0 ||
-        a.n_embd % a.n_head || a.n_head % a.n_head_kv || a.n_layer > 4096 || a.n_embd > 65536 || a.n_ff > 262144)
+        a.n_embd % a.n_head || a.n_head % a.n_head_kv || a.n_layer > 4096 || a.n_embd > 65536 || a.n_ff > 262144 ||
+        (a.n_embd / a.n_head) % 2) /* RoPE rotates pairs: the loader refuses an odd head dimension */
         return rf_fail("bad shape: n_embd %d (at most 65536), n_layer %d (at most 4096), n_head %d, n_head_kv %d, n_ff %d "
-                       "(at most 262144), context %d: all positive, n_embd a multiple of n_head, n_head of n_head_kv",
+                       "(at most 262144), context %d: all positive, n_embd a multiple of n_head with an even quotient "
+                       "(the head dimension), n_head of n_head_kv",
                        a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, a.n_ctx);
     int blk = (int)rf_type_get(ft->base)->block_elems;
     if (a.n_embd % blk || a.n_ff % blk) return rf_fail("n_embd and n_ff must be multiples of %d for %s", blk, a.type);
