@@ -11,6 +11,9 @@
  *
  * Errors: functions return NULL or a negative value and rf_error() describes the last failure
  * of the calling thread in one line. Nothing in the library exits or prints errors itself.
+ * A NULL path, text, output pointer, buffer, model (rf_context_new) or batch (or batch array) is
+ * such an error; a refused batch changes nothing. The handles a function works on (m, c, s) must
+ * come from this library, and the _free functions take NULL.
  */
 #ifndef ROCMFORGE_H
 #define ROCMFORGE_H

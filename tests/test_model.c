@@ -469,8 +469,67 @@ static void test_thread_cap(void) {
     rf_model_free(m);
 }
 
+/* The library's answers to misuse: NULL arguments and batches it cannot run are refused with a
+ * message (rf_error) and change nothing; none of these may crash (the suite runs under ASan and
+ * UBSan too). */
+static void test_api_misuse(void) {
+    CHECK(rf_model_load(NULL, NULL) == NULL && strstr(rf_error(), "no model path"), "NULL path: %s", rf_error());
+    CHECK(rf_context_new(NULL, NULL) == NULL && strstr(rf_error(), "no model"), "NULL model: %s", rf_error());
+    rf_model_params mp = rf_model_default_params();
+    mp.device = "cpu";
+    rf_model *m = rf_model_load(test_shared("models/stories260K.gguf"), &mp);
+    CHECK(m != NULL, "load: %s", rf_error());
+    if (!m) return;
+    int32_t *toks = NULL;
+    CHECK(rf_tokenize(m, "abc", 3, true, false, NULL) < 0 && strstr(rf_error(), "NULL output"), "NULL out: %s",
+          rf_error());
+    CHECK(rf_tokenize(m, NULL, 3, true, false, &toks) < 0 && toks == NULL, "NULL text: %s", rf_error());
+    char piece[8];
+    CHECK(rf_token_to_piece(m, 5, NULL, 16) < 0 && strstr(rf_error(), "NULL buffer"), "NULL buffer: %s", rf_error());
+    CHECK(rf_token_to_piece(m, -1, piece, sizeof piece) < 0 && strstr(rf_error(), "bad token id"), "token -1: %s",
+          rf_error());
+    rf_context *c = rf_context_new(m, NULL);
+    CHECK(c != NULL, "context: %s", rf_error());
+    if (!c) {
+        rf_model_free(m);
+        return;
+    }
+    const int seq = rf_seq_new(c);
+    int32_t tk[2] = {1, 5}, pos[2] = {0, 1}, sid[2] = {seq, seq};
+    int8_t lg[2] = {0, 1};
+    const struct {
+        rf_batch b;
+        const char *want;
+    } bad[] = {
+        {{2, NULL, pos, sid, lg}, "without tokens"},
+        {{2, tk, NULL, sid, lg}, "without tokens, positions"},
+        {{2, tk, pos, NULL, lg}, "sequence ids"},
+        {{0, tk, pos, sid, lg}, "batch of 0 tokens"},
+        {{-3, tk, pos, sid, lg}, "batch of -3 tokens"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(rf_decode(c, &bad[i].b) < 0 && strstr(rf_error(), bad[i].want), "bad batch %zu: %s", i, rf_error());
+    CHECK(rf_decode(c, NULL) < 0 && strstr(rf_error(), "no batch"), "NULL batch: %s", rf_error());
+    const int32_t out_of_vocab[2] = {1, rf_model_n_vocab(m)}, gap[2] = {0, 7}, other[2] = {seq, seq + 3};
+    rf_batch b = {2, out_of_vocab, pos, sid, lg};
+    CHECK(rf_decode(c, &b) < 0 && strstr(rf_error(), "outside the vocabulary"), "token past the vocab: %s", rf_error());
+    b = (rf_batch){2, tk, gap, sid, lg};
+    CHECK(rf_decode(c, &b) < 0 && strstr(rf_error(), "positions must continue"), "position gap: %s", rf_error());
+    b = (rf_batch){2, tk, pos, other, lg};
+    CHECK(rf_decode(c, &b) < 0 && strstr(rf_error(), "does not exist"), "unknown sequence: %s", rf_error());
+    /* none of that touched the cache: the good batch still starts the sequence at position 0 */
+    b = (rf_batch){2, tk, pos, sid, lg};
+    CHECK(rf_decode(c, &b) == 0 && rf_seq_len(c, seq) == 2, "good batch after the bad ones: %s", rf_error());
+    CHECK(rf_get_logits(c, 1) != NULL, "logits asked for: %s", rf_error());
+    CHECK(rf_get_logits(c, 0) == NULL && rf_get_logits(c, 2) == NULL && rf_get_logits(c, -1) == NULL,
+          "logits not asked for, or past the batch");
+    rf_context_free(c);
+    rf_model_free(m);
+}
+
 int main(void) {
     test_seed();
+    test_api_misuse();
     test_kv_types();
     test_thread_cap();
     /* Each device with its default cache (cpu and a GPU: f16, as llama.cpp's golden data was made;

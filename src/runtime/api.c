@@ -23,6 +23,10 @@ rf_model_params rf_model_default_params(void) {
 }
 
 rf_model *rf_model_load(const char *path, const rf_model_params *params) {
+    if (!path) {
+        rf_set_error("no model path");
+        return NULL;
+    }
     rf_model_params p = params ? *params : rf_model_default_params();
     if (p.n_threads > RF_MAX_THREADS) {
         /* thousands of spinning workers on a few cores make every step crawl: an error, not a hang */

@@ -25,11 +25,11 @@ static void *balloc(rf_context *c, size_t bytes, bool *ok) {
 
 rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     rf_context_params p = params ? *params : rf_context_default_params();
-    const rf_hparams *hp = &m->hp;
-    if (!m->be) {
-        rf_set_error("model has no backend (load it with rf_model_load)");
+    if (!m || !m->be) {
+        rf_set_error("%s (load it with rf_model_load)", m ? "model has no backend" : "no model");
         return NULL;
     }
+    const rf_hparams *hp = &m->hp;
     if (p.n_ctx <= 0) p.n_ctx = RF_MIN(hp->n_ctx_train, 4096);
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
@@ -216,6 +216,10 @@ static int run_step(rf_context *c) {
 /* rf_decode; with token_on_device (one token), tokens[0] of the batch is ignored: the step takes
  * the token that is already in the device's step region (rf_sampler_sample_async put it there). */
 static int decode(rf_context *c, const rf_batch *b, bool token_on_device) {
+    if (!b || (!token_on_device && !b->tokens) || !b->pos || !b->seq_id) {
+        rf_set_error("%s", b ? "batch without tokens, positions or sequence ids" : "no batch");
+        return -1;
+    }
     int n = b->n_tokens;
     const rf_hparams *hp = &c->m->hp;
     if (n <= 0 || n > c->n_batch) {

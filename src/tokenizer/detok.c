@@ -92,6 +92,10 @@ int rf_tokenizer_piece(const rf_tokenizer *t, int32_t id, bool special, char *bu
         rf_set_error("tokenizer: piece of token %d needs %d bytes, buffer has %zu", id, n, cap);
         return -1;
     }
+    if (n && !buf) {
+        rf_set_error("tokenizer: NULL buffer for the piece of token %d", id);
+        return -1;
+    }
     if (n) memcpy(buf, t->piece_blob + t->piece_off[id], (size_t)n);
     return n;
 }

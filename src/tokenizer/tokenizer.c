@@ -429,6 +429,10 @@ static void partition_one(const rf_tokenizer *t, const char *text, int32_t id, f
 
 int rf_tokenizer_encode(const rf_tokenizer *t, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t **out) {
+    if (!out) {
+        rf_set_error("tokenizer: NULL output pointer");
+        return -1;
+    }
     *out = NULL;
     if (len && !text) {
         rf_set_error("tokenizer: NULL text");
