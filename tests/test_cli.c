@@ -306,8 +306,8 @@ int main(void) {
     }
     bad("mkmodel -o /tmp/x.gguf", "--vocab");
     /* shapes: each bad dimension refused before anything is written (a 1M-wide model used to
-     * abort allocating its first tensor) */
-    /* (the last: head dimension 25, which the loader refuses: RoPE rotates pairs) */
+     * abort allocating its first tensor; the last, head dimension 25, made a file the loader
+     * refuses: RoPE rotates pairs) */
     const char *bad_shapes[] = {"--n-ff 0", "--n-layer 0", "-c 0", "--n-embd 100 --n-head 3", "--n-head 4 --n-head-kv 3",
                                 "--n-embd 1048576", "--n-ff 524288", "--n-embd 100 --n-head 4"};
     for (size_t i = 0; i < sizeof bad_shapes / sizeof bad_shapes[0]; i++) {
