@@ -125,7 +125,7 @@ vsbase)
     ;;
 trace)
     CUPTI_DIR=${CUPTI_DIR:-$PWD/.dev/cupti}
-    nvcc -shared -Xcompiler -fPIC -o build/kernel_trace.so tools/kernel_trace.c -L"$CUPTI_DIR" -lcupti \
+    nvcc -shared -Xcompiler -fPIC -I/usr/local/cuda/extras/CUPTI/include -o build/kernel_trace.so tools/kernel_trace.c -L"$CUPTI_DIR" -lcupti \
         -Xlinker -rpath,"$CUPTI_DIR" > "$OUT/trace-build.log" 2>&1 || { cat "$OUT/trace-build.log"; continue; }
     V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${TRACE_FILES:-1b-f16 7b-q4_0 7b-q4_k_m}; do
