@@ -175,4 +175,7 @@ longctx)
 esac
 done
 # Everything but the summary in one archive (the device returns a limited number of files).
-( cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude summary.txt . 2>/dev/null && find . -type f ! -name results.tgz ! -name summary.txt -delete )
+# (written beside $OUT first: a tar of the folder it writes into can exit non-zero, and then nothing
+# was deleted and the device returned none of the files past its count limit)
+tgz=$(mktemp /tmp/rf-results.XXXXXX)
+tar czf "$tgz" -C "$OUT" --exclude ./summary.txt . && find "$OUT" -type f ! -name summary.txt -delete && mv "$tgz" "$OUT/results.tgz"

@@ -53,9 +53,16 @@ def chunks(recs):
 
 
 def window(paths):
-    """The records of the stamp files in the time window every file covers (None: a file is empty)."""
-    files = [load(p) for p in paths]
-    if not files or not all(files):
+    """The records of the stamp files in the time window every file covers (None: no records). A file
+    without records (its kernels did not run, or are not instrumented) is named and left out."""
+    files = []
+    for p in paths:
+        rs = load(p)
+        if rs:
+            files.append(rs)
+        else:
+            print("no records in %s" % p)
+    if not files:
         return None
     lo = max(min(r[0] for r in rs) for rs in files)
     hi = min(max(r[3] for r in rs) for rs in files)

@@ -1679,6 +1679,7 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
                                                                                int *counters) {
+    RF_STAMPS_BEGIN;
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
     static_assert(!RK || (std::is_same<T, __half>::value && NT == 1), "the fused rope: f16 rows, one tile of heads");
@@ -1708,6 +1709,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             rope_cos_sin((float)a.pos[t], i, a.rope.n_rot, a.rope.base, a.rope.freq_scale, a.rope.freq_factors,
                          &rope_cs[i], &rope_sn[i]);
     rf_grid_dep_wait();
+    RF_STAMP(1);
     if (RK) __syncthreads();
 
     uint32_t qb[NT][HD / 16][2];
@@ -1726,6 +1728,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             qb[n][kk][1] = fa_pack(x.z, x.w);
         }
     }
+    RF_STAMP_AFTER(4, __uint_as_float(qb[0][0][0]));
     /* the new position, by the last warp before its loop, lane l
      * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
      * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
@@ -1777,6 +1780,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         dm_load<HD, T, TU, !RK>(cur, a, p0, pe, sl, kv_dim, ek, ev);
         dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
+    RF_STAMP_AFTER(5, st.o[0][0][0]);
     /* this warp's state per head into [warp][j][2 + HD], m in natural-log units (dec_block_out) */
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -1800,12 +1804,15 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             }
         }
     __syncthreads();
+    RF_STAMP(2);
     if (!RK) {
         dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
+        RF_STAMPS_END(RF_STAMP_ATTN);
         return;
     }
-    if (!dec_block_out(a, dsm, G, nw + (own ? 1 : 0), G, HD, t, h0, s, n_split, part, true))
-        dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
+    const bool direct = dec_block_out(a, dsm, G, nw + (own ? 1 : 0), G, HD, t, h0, s, n_split, part, true);
+    RF_STAMPS_END(RF_STAMP_ATTN);
+    if (!direct) dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
 }
 #endif
 
