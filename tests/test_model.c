@@ -234,6 +234,22 @@ static void test_model(const model_case *mc, const char *device, int kv) {
                   device, kv_name(kv), ok2, g.n_greedy);
             CHECK(rf_seq_len(c, seq2) == n + g.n_greedy - 1, "%s: pipelined sequence holds %d positions, expected %d",
                   mc->stem, rf_seq_len(c, seq2), n + g.n_greedy - 1);
+            /* A sampled token stays the one sampled when an rf_decode with a token of its own comes
+             * before the fetch: that step's upload rewrites the device slot the token is copied
+             * from (the GPU copies it on a side stream). */
+            const float *last = ok2 == g.n_greedy ? rf_get_logits(c, 0) : NULL;
+            if (last) {
+                int32_t want = 0;
+                for (int v = 1; v < g.n_vocab; v++)
+                    if (last[v] > last[want]) want = v;
+                int32_t other = (want + 1) % g.n_vocab, at = rf_seq_len(c, seq2);
+                int8_t lw = 1;
+                rf_batch ob = {1, &other, &at, &seq2, &lw};
+                const int rc = rf_sampler_sample_async(s2, c, 0) || rf_decode(c, &ob);
+                const int32_t got = rc ? -1 : rf_sampler_fetch(s2, c);
+                CHECK(got == want, "%s on %s: token sampled before an rf_decode of token %d: %d, expected %d (%s)",
+                      mc->stem, device, other, got, want, rc ? rf_error() : "");
+            }
             free(lg2);
             rf_sampler_free(s2);
         }

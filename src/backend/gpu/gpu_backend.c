@@ -55,10 +55,13 @@ typedef struct {
     int attn_mode, attn_split, attn_gb;
     bool rope_fused; /* rope inside the decode attention kernel (RF_GPU_ROPE_FUSED=0: its own launch) */
     rf_gpu_profile *prof; /* NULL unless ROCMFORGE_PROFILE=1 */
-    /* download_start / download_wait: pinned bytes and the event after their copy (lazily made) */
+    /* download_start / download_wait (lazily made): pinned bytes, the side stream that copies
+     * them, the events before and after the copy, and the source while the copy may be pending */
     void *async_host;
-    gpuEvent_t async_done;
+    gpuStream_t async_stream;
+    gpuEvent_t async_ready, async_done;
     size_t async_bytes;
+    const char *async_src; /* NULL: no copy pending */
 } gpu_impl;
 
 static gpu_impl *G(rf_backend *be) { return be->impl; }
@@ -109,8 +112,11 @@ static void gpu_destroy(rf_backend *be) {
     rf_gpu_profile_free(g->prof);
     rf_gpu_matmul_free(g->mm);
     if (g->async_host) {
+        gpuStreamSynchronize(g->async_stream);
         gpuFreeHost(g->async_host);
+        gpuEventDestroy(g->async_ready);
         gpuEventDestroy(g->async_done);
+        gpuStreamDestroy(g->async_stream);
     }
     if (g->attn_scratch) gpuFree(g->attn_scratch);
     if (g->sample_scratch) gpuFree(g->sample_scratch);
@@ -192,9 +198,20 @@ static int gpu_prepare_matmul_weight(rf_backend *be, rf_weight *w) {
     return 0;
 }
 
+/* Makes the stream wait for download_start's copy before work that writes [dst, dst + bytes)
+ * when that range overlaps the copy's source. */
+static void async_guard(gpu_impl *g, const void *dst, size_t bytes) {
+    const char *d = dst;
+    if (!g->async_src || !d || d + bytes <= g->async_src || g->async_src + g->async_bytes <= d) return;
+    gpuError_t e = gpuStreamWaitEvent(g->stream, g->async_done, 0);
+    if (e != gpuSuccess) record(g, "waiting for a download: %s", gpuGetErrorString(e));
+    g->async_src = NULL;
+}
+
 static void gpu_upload(rf_backend *be, void *dst, const void *src, size_t bytes) {
     gpu_impl *g = G(be);
     if (!bytes) return;
+    async_guard(g, dst, bytes);
     /* from pageable memory: returns once the source has been staged, so the caller may reuse it */
     gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, g->stream);
     if (e != gpuSuccess) record(g, "upload of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
@@ -211,8 +228,13 @@ static int gpu_download(rf_backend *be, void *dst, const void *src, size_t bytes
     return report(g, "download");
 }
 
-/* The copy goes to pinned memory, so it is asynchronous; an event after it is what
- * download_wait waits for (a stream sync would also wait for the next decode step). */
+/* The copy goes to pinned memory on a side stream that waits for the work before it, and
+ * download_wait waits for the event after it (a stream sync would also wait for the next decode
+ * step). On the side stream the copy is off the main stream's path: in a pipelined decode the
+ * next step's upload and graph follow the sampler's kernels directly instead of the copy (the
+ * trace put 5-7 us of idle between a copy and the next operation on one stream). Until then,
+ * work that writes the source waits for the copy (async_guard; the sampler's token slot, the
+ * step region's uploads). */
 static int gpu_download_start(rf_backend *be, const void *src, size_t bytes) {
     gpu_impl *g = G(be);
     if (bytes > RF_DOWNLOAD_ASYNC_MAX) {
@@ -220,19 +242,28 @@ static int gpu_download_start(rf_backend *be, const void *src, size_t bytes) {
         return report(g, "download_start");
     }
     if (!g->async_host && !g->err[0]) {
+        int made = 0; /* 1 pinned bytes, 2 the stream, 3 the first event, 4 both */
         gpuError_t e = gpuMallocHost(&g->async_host, RF_DOWNLOAD_ASYNC_MAX);
-        if (e == gpuSuccess) e = gpuEventCreateWithFlags(&g->async_done, gpuEventDisableTiming);
+        if (e == gpuSuccess && ++made) e = gpuStreamCreateWithFlags(&g->async_stream, gpuStreamNonBlocking);
+        if (e == gpuSuccess && ++made) e = gpuEventCreateWithFlags(&g->async_ready, gpuEventDisableTiming);
+        if (e == gpuSuccess && ++made) e = gpuEventCreateWithFlags(&g->async_done, gpuEventDisableTiming);
         if (e != gpuSuccess) {
-            record(g, "pinned memory for downloads: %s", gpuGetErrorString(e));
-            if (g->async_host) gpuFreeHost(g->async_host);
+            record(g, "pinned memory, stream and events for downloads: %s", gpuGetErrorString(e));
+            if (made >= 3) gpuEventDestroy(g->async_ready);
+            if (made >= 2) gpuStreamDestroy(g->async_stream);
+            if (made >= 1) gpuFreeHost(g->async_host);
             g->async_host = NULL;
         }
     }
     if (!g->err[0]) {
-        gpuError_t e = gpuMemcpyAsync(g->async_host, src, bytes, gpuMemcpyDeviceToHost, g->stream);
-        if (e == gpuSuccess) e = gpuEventRecord(g->async_done, g->stream);
+        async_guard(g, g->async_src, g->async_bytes); /* the previous copy, if still pending, first */
+        gpuError_t e = gpuEventRecord(g->async_ready, g->stream);
+        if (e == gpuSuccess) e = gpuStreamWaitEvent(g->async_stream, g->async_ready, 0);
+        if (e == gpuSuccess) e = gpuMemcpyAsync(g->async_host, src, bytes, gpuMemcpyDeviceToHost, g->async_stream);
+        if (e == gpuSuccess) e = gpuEventRecord(g->async_done, g->async_stream);
         if (e != gpuSuccess) record(g, "download of %zu bytes failed: %s", bytes, gpuGetErrorString(e));
         g->async_bytes = bytes;
+        g->async_src = src;
     }
     if (g->err[0]) {
         rf_set_error("%s", g->err);
@@ -247,6 +278,7 @@ static int gpu_download_wait(rf_backend *be, void *dst) {
     if (!g->err[0]) {
         gpuError_t e = gpuEventSynchronize(g->async_done);
         if (e != gpuSuccess) record(g, "GPU kernel failure detected at download_wait: %s", gpuGetErrorString(e));
+        g->async_src = NULL;
     }
     if (g->err[0]) {
         rf_set_error("%s", g->err);
@@ -477,6 +509,8 @@ static void op_sample(rf_backend *be, const float *logits, int n_vocab, const rf
                g->capturing ? " during graph capture (sample once before capturing)" : "");
         return;
     }
+    async_guard(g, token_out, sizeof *token_out);
+    if (logprob_out) async_guard(g, logprob_out, sizeof *logprob_out);
     check_launch(g, "sample",
                  rf_gpu_sample(g->stream, logits, n_vocab, p, history, n_history, u, token_out, logprob_out,
                                g->sample_scratch));

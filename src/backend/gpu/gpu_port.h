@@ -67,6 +67,7 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuStreamNonBlocking hipStreamNonBlocking
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #define gpuStreamBeginCapture hipStreamBeginCapture
 #define gpuStreamEndCapture hipStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
@@ -118,6 +119,7 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define gpuStreamNonBlocking cudaStreamNonBlocking
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #define gpuStreamBeginCapture cudaStreamBeginCapture
 #define gpuStreamEndCapture cudaStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
