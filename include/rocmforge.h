@@ -155,7 +155,8 @@ void rf_sampler_accept(rf_sampler *s, int32_t token);
  *       rf_sampler_sample_async(s, c, 0);
  *   }
  * rf_sampler_sample_async samples like rf_sampler_sample and returns at once; rf_sampler_fetch
- * waits for that token (not for work enqueued after it) and adds it to the history. A context's
+ * waits for that token (not for work enqueued after it) and adds it to the history; it returns
+ * the token sampled even when an rf_decode of other tokens came between. A context's
  * sample must be fetched before its next one, with whichever sampler. rf_decode_next is rf_decode
  * of one token at the sequence's next position with logits, the token being the last
  * rf_sampler_sample_async's (an error if there is none, or if an rf_decode came between). 0 / the
