@@ -238,6 +238,8 @@ static void test_model(const model_case *mc, const char *device, int kv) {
              * before the fetch: that step's upload rewrites the device slot the token is copied
              * from (the GPU copies it on a side stream). */
             const float *last = ok2 == g.n_greedy ? rf_get_logits(c, 0) : NULL;
+            if (ok2 == g.n_greedy)
+                CHECK(last != NULL, "%s on %s: logits of the last pipelined step: %s", mc->stem, device, rf_error());
             if (last) {
                 int32_t want = 0;
                 for (int v = 1; v < g.n_vocab; v++)
