@@ -244,11 +244,11 @@ static int gpu_download_start(rf_backend *be, const void *src, size_t bytes) {
         return report(g, "download_start");
     }
     if (!g->async_host && !g->err[0]) {
-        int made = 0; /* 1 pinned bytes, 2 the stream, 3 the first event, 4 both */
+        int made = 0; /* of the pinned bytes, the stream and the two events, in that order */
         gpuError_t e = gpuMallocHost(&g->async_host, RF_DOWNLOAD_ASYNC_MAX);
-        if (e == gpuSuccess && ++made) e = gpuStreamCreateWithFlags(&g->async_stream, gpuStreamNonBlocking);
-        if (e == gpuSuccess && ++made) e = gpuEventCreateWithFlags(&g->async_ready, gpuEventDisableTiming);
-        if (e == gpuSuccess && ++made) e = gpuEventCreateWithFlags(&g->async_done, gpuEventDisableTiming);
+        if (e == gpuSuccess) made++, e = gpuStreamCreateWithFlags(&g->async_stream, gpuStreamNonBlocking);
+        if (e == gpuSuccess) made++, e = gpuEventCreateWithFlags(&g->async_ready, gpuEventDisableTiming);
+        if (e == gpuSuccess) made++, e = gpuEventCreateWithFlags(&g->async_done, gpuEventDisableTiming);
         if (e != gpuSuccess) {
             record(g, "pinned memory, stream and events for downloads: %s", gpuGetErrorString(e));
             if (made >= 3) gpuEventDestroy(g->async_ready);
@@ -258,7 +258,6 @@ static int gpu_download_start(rf_backend *be, const void *src, size_t bytes) {
         }
     }
     if (!g->err[0]) {
-        async_guard(g, g->async_src, g->async_bytes); /* the previous copy, if still pending, first */
         gpuError_t e = gpuEventRecord(g->async_ready, g->stream);
         if (e == gpuSuccess) e = gpuStreamWaitEvent(g->async_stream, g->async_ready, 0);
         if (e == gpuSuccess) e = gpuMemcpyAsync(g->async_host, src, bytes, gpuMemcpyDeviceToHost, g->async_stream);
