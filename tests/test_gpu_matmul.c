@@ -24,7 +24,8 @@
  *    A few cases run again on a context with RF_MM_F32_MV=1 (the f32 matvec kernels at n <= 2).
  *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
- *    where the default takes the bulk-copy kernel k_mvt).
+ *    where the default takes the bulk-copy kernel k_mvt). The fused gate / up / swiglu decode
+ *    matvec of F16 / BF16 (test_gate_up_swiglu) must equal the unfused calls bit for bit.
  *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8, IQ4_XS's nibble order and
  *    Q5_K's fifth-bit words, rearranged on the device; "/dev" in test names) run the same checks:
  *    the weight is uploaded in GGUF order, repacked (in place, or into a new buffer where Q6_K's
@@ -43,6 +44,7 @@
 #include "test.h"
 
 #if defined(RF_HAVE_CUDA) || defined(RF_HAVE_HIP)
+#include "backend/gpu/kernels.h"
 #include "backend/gpu/matmul_gpu.h"
 
 static const uint32_t TYPES[] = {RF_TYPE_F32,  RF_TYPE_F16,  RF_TYPE_BF16, RF_TYPE_Q4_0,   RF_TYPE_Q4_1,
@@ -875,6 +877,120 @@ static void test_swiglu_q(gpu_env *env) {
     rf_gpu_mm_dfree(d);
 }
 
+/* Bitwise equality of two f32 arrays, any NaN equal to any NaN; -1 when equal, else the first index. */
+static int64_t first_diff(const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i]))) return i;
+    return -1;
+}
+
+/* rf_gpu_mm_gate_up_swiglu (gate and up in one decode matvec that writes silu(g) * u) against
+ * what it replaces: rf_gpu_matmul_ex of gate and up (RMS-normed x), then rf_gpu_mm_swiglu; then a
+ * down projection of each h (Q8_0 where n_ff allows: the unfused h is copied as int8, the fused
+ * one quantized by the down projection itself; else F16). Both paths run on the same inputs and
+ * must agree bit for bit, h and the down projection's outputs (the unfused path is checked
+ * against the CPU oracle by test_case and test_swiglu_q). F16 and BF16 (the paired formats), n_ff
+ * odd and small (rows in pairs, the few-rows UN = 8 instance) or a model's (several rows per warp),
+ * bias on and off, then x with an inf or a NaN; up's output buffer must stay untouched. The int8
+ * formats must be refused (0, nothing enqueued), as must mixed types and n_out. */
+static void test_gate_up_swiglu(gpu_env *env) {
+    static const uint32_t ST[] = {RF_TYPE_F16, RF_TYPE_BF16};
+    const int NT = (int)(sizeof ST / sizeof ST[0]);
+    for (int trial = 0; trial < 8 * NT; trial++) {
+        const uint32_t type = ST[trial % NT];
+        const int64_t n_in = trial % 3 == 2 ? 4096 : 8 * test_randint(1, 160);
+        const int64_t n_ff = trial % 4 == 3 ? (trial % 8 == 3 ? 11008 : 8192) : 2 * test_randint(0, 900) + 1;
+        const uint32_t dtype = n_ff % 32 ? RF_TYPE_F16 : RF_TYPE_Q8_0;
+        const int64_t n_down = test_randint(1, 90);
+        const int round = trial / (4 * NT), bias_on = (trial / NT) % 2;
+        const int non_finite = round == 1 ? 1 + (trial / NT) % 2 : 0; /* 1: an inf in x, 2: a NaN */
+        uint64_t rb = 0, rbd = 0;
+        uint8_t *wg, *wu, *wd;
+        float *wgf, *wuf, *wdf;
+        make_weights_f32(type, n_ff, n_in, &wg, &wgf, &rb);
+        make_weights_f32(type, n_ff, n_in, &wu, &wuf, &rb);
+        make_weights_f32(dtype, n_down, n_ff, &wd, &wdf, &rbd);
+        float *x = malloc(sizeof(float) * (size_t)n_in), *nw = malloc(sizeof(float) * (size_t)n_in);
+        const float scale = test_randf(0.2f, 4.0f);
+        for (int64_t k = 0; k < n_in; k++) x[k] = gauss() * scale, nw[k] = test_randf(0.5f, 1.5f);
+        if (non_finite) x[test_randint(0, (int)n_in - 1)] = non_finite == 1 ? INFINITY : NAN;
+        float *bg = malloc(sizeof(float) * (size_t)n_ff), *bu = malloc(sizeof(float) * (size_t)n_ff);
+        for (int64_t o = 0; o < n_ff; o++) bg[o] = gauss(), bu[o] = gauss();
+        void *dwg = upload_w(env, type, wg, n_ff, n_in), *dwu = upload_w(env, type, wu, n_ff, n_in);
+        void *dwd = upload_w(env, dtype, wd, n_down, n_ff);
+        const size_t fb = sizeof(float) * (size_t)n_ff, db = sizeof(float) * (size_t)n_down;
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dnw = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dscr = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dbg = rf_gpu_mm_alloc(fb), *dbu = rf_gpu_mm_alloc(fb);
+        float *dg = rf_gpu_mm_alloc(fb), *du = rf_gpu_mm_alloc(fb), *dh = rf_gpu_mm_alloc(fb), *du2 = rf_gpu_mm_alloc(fb);
+        float *dya = rf_gpu_mm_alloc(db), *dyb = rf_gpu_mm_alloc(db);
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dnw, nw, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dbg, bg, fb);
+        rf_gpu_mm_upload(dbu, bu, fb);
+        float *poison = malloc(fb);
+        for (int64_t o = 0; o < n_ff; o++) poison[o] = (float)o * 0.25f - 7.0f;
+        rf_gpu_mm_upload(du2, poison, fb);
+        rf_gpu_mm_upload(dh, poison, fb);
+        const float eps = 1e-5f;
+        /* the unfused path */
+        rf_gpu_mm_out gu[2] = {{type, dwg, n_ff, bias_on ? dbg : NULL, dg}, {type, dwu, n_ff, bias_on ? dbu : NULL, du}};
+        rf_gpu_mm_out down_a = {dtype, dwd, n_down, NULL, dya}, down_b = {dtype, dwd, n_down, NULL, dyb};
+        int rc = dwg && dwu && dwd ? rf_gpu_matmul_ex(env->ctx, 2, gu, n_in, dx, 1, dnw, eps, 0, dscr) : -1;
+        if (rc == 0 && rf_gpu_mm_swiglu(env->ctx, dg, du, n_ff, dg) != 1)
+            rc = rf_gpu_swiglu(NULL, dg, du, n_ff, dg) ? -1 : 0; /* n_ff the int8 hand-off does not take */
+        if (rc == 0) rc = rf_gpu_matmul_ex(env->ctx, 1, &down_a, n_ff, dg, 1, NULL, 0.0f, 0, NULL);
+        CHECK(rc == 0, "gate_up_swiglu %s: unfused path: %s", tname(type), rc ? rf_last_error() : "");
+        /* the fused one */
+        rf_gpu_mm_out gu2[2] = {{type, dwg, n_ff, bias_on ? dbg : NULL, dh}, {type, dwu, n_ff, bias_on ? dbu : NULL, du2}};
+        const int fr = rc == 0 ? rf_gpu_mm_gate_up_swiglu(env->ctx, gu2, n_in, dx, dnw, eps) : -1;
+        CHECK(fr == 1, "gate_up_swiglu %s %lldx%lld: rc %d (%s)", tname(type), (long long)n_ff, (long long)n_in, fr,
+              fr < 0 ? rf_last_error() : "");
+        rc = fr == 1 ? rf_gpu_matmul_ex(env->ctx, 1, &down_b, n_ff, dh, 1, NULL, 0.0f, 0, NULL) : -1;
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        CHECK(rc == 0, "gate_up_swiglu %s: fused path: %s", tname(type), rc ? rf_last_error() : "");
+        if (rc == 0) {
+            float *ha = malloc(fb), *hb = malloc(fb), *u2 = malloc(fb), *ya = malloc(db), *yb = malloc(db);
+            rf_gpu_mm_download(ha, dg, fb);
+            rf_gpu_mm_download(hb, dh, fb);
+            rf_gpu_mm_download(u2, du2, fb);
+            rf_gpu_mm_download(ya, dya, db);
+            rf_gpu_mm_download(yb, dyb, db);
+            const int64_t dh_i = first_diff(ha, hb, n_ff), dy_i = first_diff(ya, yb, n_down);
+            CHECK(dh_i < 0, "gate_up_swiglu %s %lldx%lld bias=%d nonfinite=%d: h[%lld] = %.9g, unfused %.9g",
+                  tname(type), (long long)n_ff, (long long)n_in, bias_on, non_finite, (long long)dh_i,
+                  dh_i >= 0 ? hb[dh_i] : 0.0, dh_i >= 0 ? ha[dh_i] : 0.0);
+            CHECK(dy_i < 0, "gate_up_swiglu %s %lldx%lld bias=%d nonfinite=%d: down (%s) y[%lld] = %.9g, unfused %.9g",
+                  tname(type), (long long)n_ff, (long long)n_in, bias_on, non_finite, rf_type_name(dtype),
+                  (long long)dy_i, dy_i >= 0 ? yb[dy_i] : 0.0, dy_i >= 0 ? ya[dy_i] : 0.0);
+            CHECK(first_diff(u2, poison, n_ff) < 0, "gate_up_swiglu %s: up's output buffer was written", tname(type));
+            /* the values are real: a non-finite x makes h NaN, a finite x leaves every h finite */
+            int64_t nan_h = 0;
+            for (int64_t o = 0; o < n_ff; o++) nan_h += isnan(hb[o]) != 0;
+            CHECK(non_finite ? nan_h > 0 : nan_h == 0, "gate_up_swiglu %s nonfinite=%d: %lld NaN h of %lld",
+                  tname(type), non_finite, (long long)nan_h, (long long)n_ff);
+            free(ha), free(hb), free(u2), free(ya), free(yb);
+        }
+        free(wg), free(wu), free(wd), free(wgf), free(wuf), free(wdf), free(x), free(nw), free(bg), free(bu);
+        free(poison);
+        rf_gpu_mm_dfree(dwg), rf_gpu_mm_dfree(dwu), rf_gpu_mm_dfree(dwd), rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dnw);
+        rf_gpu_mm_dfree(dscr), rf_gpu_mm_dfree(dbg), rf_gpu_mm_dfree(dbu), rf_gpu_mm_dfree(dg), rf_gpu_mm_dfree(du);
+        rf_gpu_mm_dfree(dh), rf_gpu_mm_dfree(du2), rf_gpu_mm_dfree(dya), rf_gpu_mm_dfree(dyb);
+    }
+    /* refusals: nothing enqueued, 0 returned */
+    float *d = rf_gpu_mm_alloc(1 << 16);
+    rf_gpu_mm_out r[2] = {{RF_TYPE_Q8_0, d, 64, NULL, d + 4096}, {RF_TYPE_Q8_0, d, 64, NULL, d + 8192}};
+    CHECK(rf_gpu_mm_gate_up_swiglu(env->ctx, r, 64, d, d, 1e-5f) == 0, "gate_up_swiglu: q8_0 must be refused (0)");
+    r[0].type = r[1].type = RF_TYPE_Q4_0 | LAYOUT;
+    CHECK(rf_gpu_mm_gate_up_swiglu(env->ctx, r, 256, d, d, 1e-5f) == 0, "gate_up_swiglu: q4_0/dev must be refused (0)");
+    r[0].type = RF_TYPE_F16;
+    CHECK(rf_gpu_mm_gate_up_swiglu(env->ctx, r, 64, d, d, 1e-5f) == 0, "gate_up_swiglu: mixed types must be refused (0)");
+    r[1].type = RF_TYPE_F16;
+    r[1].n_out = 32;
+    CHECK(rf_gpu_mm_gate_up_swiglu(env->ctx, r, 64, d, d, 1e-5f) == 0, "gate_up_swiglu: mixed n_out must be refused (0)");
+    rf_gpu_mm_dfree(d);
+}
+
 /* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
  * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step): the
  * device layouts (Q4_0 X8 on k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp);
@@ -1007,6 +1123,7 @@ static void test_gpu(void) {
     test_ex(&env);
     test_ex_rows(&env);
     test_swiglu_q(&env);
+    test_gate_up_swiglu(&env);
     test_mv_long(&env);
     /* k_mvp where the default context takes k_mvt (RF_MM_TMA=0; on targets without k_mvt these
      * repeat the default's kernels) */

@@ -183,6 +183,13 @@ typedef struct rf_backend_ops {
                            float *q, float *k, const float *v, void *k_cache, void *v_cache, float *out);
     /* out[i] = silu(gate[i]) * up[i] for i < n. */
     void (*swiglu)(rf_backend *be, const float *gate, const float *up, int64_t n, float *out);
+    /* The feed-forward's gated half, one op so that a backend can fold the swiglu into the matmul:
+     *   out[t][:] = silu(xin[t] * gate^T) * (xin[t] * up^T)
+     * with xin, norm, eps and scratch as in matmul; gate and up share n_in and n_out (n_ff).
+     * up_out: n * n_ff floats the op may use (matmul of up, then swiglu, leaves xin * up^T there).
+     * out and up_out must not alias x or each other. Results as matmul of both, then swiglu. */
+    void (*matmul_swiglu)(rf_backend *be, const rf_weight *gate, const rf_weight *up, const float *x, int n,
+                          const rf_weight *norm, float eps, float *out, float *up_out, float *scratch);
     /* out[r][:] = x[rows[r]][:] for r < n_rows (rows in backend memory). */
     void (*get_rows)(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out);
     /* Copies cache block src to block dst of one layer's K or V cache (copy-on-write): bytes

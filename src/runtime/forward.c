@@ -12,8 +12,9 @@
  *   logits = rmsnorm(x[out_rows]) * output_norm Woutput
  *
  * Each RMSNorm is folded into the matmul that consumes it and each residual add into the matmul
- * that produces it (the matmul op's norm and accumulate arguments), and rope with the K/V store
- * goes with the attention (one op a backend may fuse), so a layer is six ops.
+ * that produces it (the matmul op's norm and accumulate arguments), rope with the K/V store goes
+ * with the attention, and the swiglu with the gate and up products (ops a backend may fuse), so a
+ * layer is five ops.
  * Nothing here waits for the device: the whole step is enqueued and can be captured as a graph.
  */
 #include <math.h>
@@ -49,9 +50,7 @@ void rf_forward(rf_context *c) {
         rf_mm_out attn_out = {&L->wo, NULL, c->x};
         op->matmul(be, 1, &attn_out, c->attn, n, NULL, 0.0f, true, NULL);
 
-        rf_mm_out gate_up[2] = {{&L->w_gate, NULL, c->gate}, {&L->w_up, NULL, c->up}};
-        op->matmul(be, 2, gate_up, c->x, n, &L->ffn_norm, eps, false, c->h);
-        op->swiglu(be, c->gate, c->up, (int64_t)n * hp->n_ff, c->gate);
+        op->matmul_swiglu(be, &L->w_gate, &L->w_up, c->x, n, &L->ffn_norm, eps, c->gate, c->up, c->h);
         rf_mm_out down = {&L->w_down, NULL, c->x};
         op->matmul(be, 1, &down, c->gate, n, NULL, 0.0f, true, NULL);
     }

@@ -239,6 +239,14 @@ static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_
     else rf_threadpool_run(impl_of(be)->tp, swiglu_worker, &j);
 }
 
+/* The CPU's matmul_swiglu is its definition: both products in one matmul call, then swiglu. */
+static void op_matmul_swiglu(rf_backend *be, const rf_weight *gate, const rf_weight *up, const float *x, int n,
+                             const rf_weight *norm, float eps, float *out, float *up_out, float *scratch) {
+    const rf_mm_out gate_up[2] = {{gate, NULL, out}, {up, NULL, up_out}};
+    op_matmul(be, 2, gate_up, x, n, norm, eps, false, scratch);
+    op_swiglu(be, out, up_out, (int64_t)n * gate->n_out, out);
+}
+
 static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
     (void)be;
     cpu_get_rows(x, rows, n_rows, dim, out);
@@ -279,6 +287,7 @@ static const rf_backend_ops cpu_ops = {
     .attention = op_attention,
     .rope_attention = op_rope_attention,
     .swiglu = op_swiglu,
+    .matmul_swiglu = op_matmul_swiglu,
     .get_rows = op_get_rows,
     .copy_block = op_copy_block,
     .sample = op_sample,

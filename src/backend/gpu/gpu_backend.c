@@ -489,6 +489,34 @@ static void op_swiglu(rf_backend *be, const float *gate, const float *up, int64_
         rf_gpu_profile_mark(g->prof, "swiglu");
 }
 
+/* A decode step's gate and up in one matvec launch that also writes the swiglu where the weights
+ * allow it (rf_gpu_mm_gate_up_swiglu: F16, BF16); otherwise, and for prompts, matmul and then
+ * swiglu. */
+static void op_matmul_swiglu(rf_backend *be, const rf_weight *gate, const rf_weight *up, const float *x, int n,
+                             const rf_weight *norm, float eps, float *out, float *up_out, float *scratch) {
+    gpu_impl *g = G(be);
+    if (g->err[0]) return;
+    const uint32_t type = gate->layout ? gate->layout : gate->type;
+    if (n == 1 && (up->layout ? up->layout : up->type) == type && up->n_out == gate->n_out && up->n_in == gate->n_in) {
+        const rf_gpu_mm_out gate_up[2] = {{type, gate->data, gate->n_out, NULL, out}, {type, up->data, up->n_out, NULL, up_out}};
+        const int rc = rf_gpu_mm_gate_up_swiglu(g->mm, gate_up, gate->n_in, x, norm ? norm->data : NULL, eps);
+        if (rc < 0)
+            record(g, "matmul_swiglu %s (%s, %lld x %lld): %s", gate->name ? gate->name : "?", rf_type_name(gate->type),
+                   (long long)gate->n_out, (long long)gate->n_in, rf_last_error());
+        if (rc != 0) {
+            if (rc > 0 && g->prof && !g->capturing) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "matmul_swiglu %s n=1", rf_type_name(gate->type));
+                rf_gpu_profile_mark(g->prof, nm);
+            }
+            return;
+        }
+    }
+    const rf_mm_out gate_up[2] = {{gate, NULL, out}, {up, NULL, up_out}};
+    op_matmul(be, 2, gate_up, x, n, norm, eps, false, scratch);
+    op_swiglu(be, out, up_out, (int64_t)n * gate->n_out, out);
+}
+
 static void op_get_rows(rf_backend *be, const float *x, const int32_t *rows, int n_rows, int dim, float *out) {
     gpu_impl *g = G(be);
     check_launch(g, "get_rows", rf_gpu_get_rows(g->stream, x, rows, n_rows, dim, out));
@@ -601,6 +629,7 @@ static const rf_backend_ops gpu_ops = {
     .attention = op_attention,
     .rope_attention = op_rope_attention,
     .swiglu = op_swiglu,
+    .matmul_swiglu = op_matmul_swiglu,
     .get_rows = op_get_rows,
     .copy_block = op_copy_block,
     .sample = op_sample,

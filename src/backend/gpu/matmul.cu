@@ -945,6 +945,8 @@ struct rf_gpu_matmul_ctx {
     const float *xq_x; /* the x whose int8 copy is in qbuf column 0 (one-shot: cleared by every matmul call) */
     int64_t xq_n;
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
+    int pair;        /* during one rf_gpu_mm_gate_up_swiglu call: k_mvp's swiglu pairing */
+    int pair_on;     /* rf_gpu_mm_gate_up_swiglu may fuse (RF_MM_SWIGLU_FUSE=0: never, for A/B runs) */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack writes device layouts (RF_MM_REPACK=0: leaves every weight as it is) */
@@ -1021,6 +1023,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->pdl_graph = !(getenv("RF_MM_PDL_GRAPH") && atoi(getenv("RF_MM_PDL_GRAPH")) == 0);
     ctx->repack = !(getenv("RF_MM_REPACK") && atoi(getenv("RF_MM_REPACK")) == 0);
     ctx->xq_on = !(getenv("RF_MM_XQ") && atoi(getenv("RF_MM_XQ")) == 0);
+    ctx->pair_on = !(getenv("RF_MM_SWIGLU_FUSE") && atoi(getenv("RF_MM_SWIGLU_FUSE")) == 0);
 #ifndef MM_HIP
     {
         int major = 0;
@@ -1226,16 +1229,28 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, int threads, si
     return nb;
 }
 
+/* k_mvp's swiglu-pairing instance of F (NULL for the formats it does not take; no `if constexpr`:
+ * the HIP build is C++14). */
+typedef void (*MvpKernel)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int,
+                          const int8_t *, const float2 *);
+template <class F, int UN, int ON = F::F32X> struct MvpPairKernel {
+    static MvpKernel get() { return NULL; }
+};
+template <class F, int UN> struct MvpPairKernel<F, UN, 1> {
+    static MvpKernel get() { return k_mvp<F, UN, 1>; }
+};
+
 /* Enqueues k_mvp<F, UN> (k_mvt where MvtTune turns it on and the device has it) over jobs (rows
- * in all). The grid is one resident wave, trimmed so that every warp gets the same number of rows
- * (rpw) except the last. */
+ * in all); with ctx->pair, k_mvp's swiglu-pairing instance (jobs: gate, up; see mvp_pair_emit).
+ * The grid is one resident wave, trimmed so that every warp gets the same number of rows (rpw)
+ * except the last; paired, rpw is even. */
 template <class F, int UN>
 static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, int64_t row_bytes, int64_t n_in,
                       const float *x, const float *norm_w, float eps, int accum) {
     int threads = MvpThreads<F>::N, wpb = threads / ctx->warp_size;
     size_t smem = mvp_smem_bytes(F::F32X, n_in, threads);
-    void (*fn)(MvJobs, int64_t, int64_t, int64_t, int64_t, const float *, const float *, float, int, const int8_t *,
-               const float2 *) = k_mvp<F, UN>;
+    MvpKernel fn = k_mvp<F, UN>;
+    if (ctx->pair) fn = MvpPairKernel<F, UN>::get();
 #ifndef MM_HIP
     if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
@@ -1253,7 +1268,8 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     /* x quantized by its producer (rf_gpu_mm_swiglu or an rf_gpu_mm_xq_buffers user) into qbuf column 0 */
     const int8_t *xq = !F::F32X && ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
-    const int64_t rpw = (rows + max_warps - 1) / max_warps;
+    int64_t rpw = (rows + max_warps - 1) / max_warps;
+    if (ctx->pair) rpw += rpw % 2;
     const int64_t warps = (rows + rpw - 1) / rpw;
     const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(threads);
 #ifndef MM_HIP
@@ -1306,6 +1322,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
         return 0;
     for (int i = 0; i < nouts; i++)
         if ((uintptr_t)outs[i].w % F::A) return 0;
+    if (ctx->pair && (!F::F32X || nouts != 2 || outs[0].n_out <= 0)) return 0;
     MvJobs jobs;
     const int64_t rows = mv_jobs(outs, nouts, 1, &jobs);
     if (jobs.n == 0) return 1;
@@ -1320,7 +1337,7 @@ static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts,
 template <class D>
 static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                   const float *norm_w, float eps, int accum) {
-    if (ctx->legacy_mv || n < 1 || n > 2 || nouts < 1 || nouts > MV_MAX_OUTS || (uintptr_t)x % 16 || n_in % 4 ||
+    if (ctx->pair || ctx->legacy_mv || n < 1 || n > 2 || nouts < 1 || nouts > MV_MAX_OUTS || (uintptr_t)x % 16 || n_in % 4 ||
         n_in % mm_row_step<D>() || (size_t)n * (size_t)n_in * 4 > MV_SMEM_MAX || (norm_w && (uintptr_t)norm_w % 16))
         return 0;
     int64_t total = 0;
@@ -1651,6 +1668,20 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     ctx->xq_x = out;
     ctx->xq_n = n_in;
     return 1;
+}
+
+extern "C" int rf_gpu_mm_gate_up_swiglu(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out gate_up[2], int64_t n_in,
+                                        const float *x, const float *norm_w, float eps) {
+    if (!ctx) return 0;
+    ctx->xq_x = NULL;
+    const rf_gpu_mm_out *g = &gate_up[0], *u = &gate_up[1];
+    if (!ctx->pair_on || (g->type != RF_TYPE_F16 && g->type != RF_TYPE_BF16) || u->type != g->type ||
+        u->n_out != g->n_out || g->n_out <= 0 || !g->y)
+        return 0;
+    ctx->pair = 1;
+    const int rc = mv_try_type(ctx, g->type, gate_up, 2, n_in, x, 1, norm_w, eps, 0);
+    ctx->pair = 0;
+    return rc;
 }
 
 extern "C" int rf_gpu_mm_xq_buffers(rf_gpu_matmul_ctx *ctx, int64_t n_in, void **q, void **d) {

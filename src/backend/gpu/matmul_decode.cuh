@@ -162,10 +162,17 @@ template <> struct MvpStageTune<MvpI8<VQ4_0> > {
 template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
     enum { CB = MVP_Q4_0_CB, MARK = MVP_Q4_0_MARK };
 };
+/* The same for the swiglu-pairing instances (PAIR = 1, k_mvp): held to the blocks per SM of their
+ * PAIR = 0 twins (ptxas sm_90: F16 and BF16 at UN = 4 took 71 registers uncapped against 64, one
+ * block of 512 per SM instead of two). */
+template <class F, int UN> struct MvpPairBlocks {
+    enum { N = UN > 4 ? 1 : 2 };
+};
 #ifdef MM_HIP
-#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N)
+#define MVP_BOUNDS(F, UN, PAIR) __launch_bounds__(MvpThreads<F>::N)
 #else
-#define MVP_BOUNDS(F) __launch_bounds__(MvpThreads<F>::N, MvpBoundBlocks<F>::N)
+#define MVP_BOUNDS(F, UN, PAIR) \
+    __launch_bounds__(MvpThreads<F>::N, PAIR ? (int)MvpPairBlocks<F, UN>::N : (int)MvpBoundBlocks<F>::N)
 #endif
 /* The norm's reduction slots of k_mvt: a float per warp (the smallest warp size is 32); its rings
  * start after them. They stay MVP_THREADS / 32 whatever k_mvp's block sizes: with the slots of 512
@@ -351,6 +358,31 @@ __device__ __forceinline__ int mvp_job(const MvJobs &jobs, int64_t r) {
     return jb;
 }
 
+/* The swiglu pairing of k_mvp (PAIR = 1): the feed-forward's gate and up in one launch, for the
+ * formats that stage x in f32 (F::F32X; their down projection stages its x in f32 too, so nothing
+ * needs h in int8). Row r of the launch is row r / 2 of job r % 2 (jobs.j[0] = gate, jobs.j[1] =
+ * up, the same n_out), rpw is even, so a warp computes gate_o and then up_o, and lane 0 keeps
+ * gate_o in a register to write h_o = silu(gate_o) * up_o to jobs.j[0].y[o] with k_swiglu_q's
+ * arithmetic (bit for bit what the two kernels give). jobs.j[1].y is not written; accum = 0. */
+/* Row r's weights; *jb: its job, tracked forward (rows visited in ascending order). */
+template <int PAIR>
+__device__ __forceinline__ const uint8_t *mvp_row_w(const MvJobs &jobs, int64_t r, int *jb, int64_t row_bytes) {
+    if (!PAIR)
+        while (*jb + 1 < jobs.n && r >= jobs.j[*jb + 1].row0) (*jb)++;
+    return PAIR ? jobs.j[r & 1].w + (r >> 1) * row_bytes : jobs.j[*jb].w + (r - jobs.j[*jb].row0) * row_bytes;
+}
+/* Lane 0's store of a paired row's sum acc (y's expression, as k_mvp's unpaired store): gate_o
+ * kept in *g, or h_o written. */
+__device__ __forceinline__ void mvp_pair_emit(const MvJobs &jobs, int64_t r, float acc, float out_scale, float *g) {
+    const int j = (int)(r & 1);
+    const int64_t o = r >> 1;
+    const float v = acc * out_scale + (jobs.j[j].bias ? jobs.j[j].bias[o] : 0.0f);
+    if (j == 0)
+        *g = v;
+    else
+        jobs.j[0].y[o] = *g / (1.0f + expf(-*g)) * v; /* MmSwigluSrc's expression */
+}
+
 /* The staging of k_mvp / k_mvt (see k_mvp): stages x into xs, returns the block's non-finite flag
  * (int8 formats; 0 for F32X), *scale = the RMS scale of x (1 without norm_w), *out_scale = the
  * factor of every output: the RMS scale, except for F32X when the sum of x^2 is not finite (then
@@ -443,8 +475,8 @@ MM_UNROLL
  * its producer (xq[0, n_in) int8, xd[0, n_in / 32) as mm_quantize_x writes them), copied instead
  * of quantized. A non-finite x * norm_w makes the whole block compute its rows in f32 from x
  * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels. */
-template <class F, int UN>
-__global__ void MVP_BOUNDS(F)
+template <class F, int UN, int PAIR = 0>
+__global__ void MVP_BOUNDS(F, UN, PAIR)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
@@ -463,9 +495,13 @@ __global__ void MVP_BOUNDS(F)
     const int nunits = (int)(n_in / (F::QK / F::UPB));
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
     Raw cur[UN], nxt[UN];
-    int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
-    const uint8_t *wr = r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL;
+    static_assert(!PAIR || F::F32X, "the swiglu pairing is for the formats that stage x in f32");
+    int jb = r0 < r1 && !PAIR ? mvp_job(jobs, r0) : 0;
+    const uint8_t *wr = r0 >= r1 ? NULL
+                        : PAIR   ? mvp_row_w<1>(jobs, r0, &jb, row_bytes)
+                                 : jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes;
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
+    float g = 0.0f; /* PAIR: gate_o between its two rows */
     /* The next kernel may launch once every block of this grid has started (it is launched only
      * then, so its blocks never hold a slot one of ours still needs), and its grid dependency wait
      * still waits for this grid to complete. Triggering before this block's own wait rather than
@@ -491,7 +527,9 @@ __global__ void MVP_BOUNDS(F)
         if (sn == nsteps) {
             sn = 0;
             rn = r + 1;
-            if (rn < r1) {
+            if (rn < r1 && PAIR) {
+                wn = mvp_row_w<1>(jobs, rn, &jn, row_bytes);
+            } else if (rn < r1) {
                 while (jn + 1 < jobs.n && rn >= jobs.j[jn + 1].row0) jn++;
                 wn = jobs.j[jn].w + (rn - jobs.j[jn].row0) * row_bytes;
             }
@@ -508,7 +546,9 @@ MM_UNROLL
         }
         if (s == nsteps - 1) {
             for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
-            if (lane == 0) {
+            if (lane == 0 && PAIR) {
+                mvp_pair_emit(jobs, r, acc, out_scale, &g);
+            } else if (lane == 0) {
                 const MvJob &J = jobs.j[jb];
                 const int64_t o = r - J.row0;
                 float *yp = J.y + o;
