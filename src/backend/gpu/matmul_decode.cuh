@@ -163,16 +163,16 @@ template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
     enum { CB = MVP_Q4_0_CB, MARK = MVP_Q4_0_MARK };
 };
 /* The same for the swiglu-pairing instances (PAIR = 1, k_mvp): held to the blocks per SM of their
- * PAIR = 0 twins (ptxas sm_90: F16 and BF16 at UN = 4 took 71 registers uncapped against 64, one
- * block of 512 per SM instead of two). */
-template <class F, int UN> struct MvpPairBlocks {
+ * PAIR = 0 twins (two of 512 at UN = 4, one at UN = 8), so that the pairing's registers never cost
+ * a block (ptxas sm_90: 62 / 102 registers; a first version took 71 uncapped and lost one). */
+template <int UN> struct MvpPairBlocks {
     enum { N = UN > 4 ? 1 : 2 };
 };
 #ifdef MM_HIP
 #define MVP_BOUNDS(F, UN, PAIR) __launch_bounds__(MvpThreads<F>::N)
 #else
 #define MVP_BOUNDS(F, UN, PAIR) \
-    __launch_bounds__(MvpThreads<F>::N, PAIR ? (int)MvpPairBlocks<F, UN>::N : (int)MvpBoundBlocks<F>::N)
+    __launch_bounds__(MvpThreads<F>::N, PAIR ? (int)MvpPairBlocks<UN>::N : (int)MvpBoundBlocks<F>::N)
 #endif
 /* The norm's reduction slots of k_mvt: a float per warp (the smallest warp size is 32); its rings
  * start after them. They stay MVP_THREADS / 32 whatever k_mvp's block sizes: with the slots of 512
@@ -364,12 +364,9 @@ __device__ __forceinline__ int mvp_job(const MvJobs &jobs, int64_t r) {
  * up, the same n_out), rpw is even, so a warp computes gate_o and then up_o, and lane 0 keeps
  * gate_o in a register to write h_o = silu(gate_o) * up_o to jobs.j[0].y[o] with k_swiglu_q's
  * arithmetic (bit for bit what the two kernels give). jobs.j[1].y is not written; accum = 0. */
-/* Row r's weights; *jb: its job, tracked forward (rows visited in ascending order). */
-template <int PAIR>
-__device__ __forceinline__ const uint8_t *mvp_row_w(const MvJobs &jobs, int64_t r, int *jb, int64_t row_bytes) {
-    if (!PAIR)
-        while (*jb + 1 < jobs.n && r >= jobs.j[*jb + 1].row0) (*jb)++;
-    return PAIR ? jobs.j[r & 1].w + (r >> 1) * row_bytes : jobs.j[*jb].w + (r - jobs.j[*jb].row0) * row_bytes;
+/* A paired launch's row r: its weights. */
+__device__ __forceinline__ const uint8_t *mvp_pair_row_w(const MvJobs &jobs, int64_t r, int64_t row_bytes) {
+    return jobs.j[r & 1].w + (r >> 1) * row_bytes;
 }
 /* Lane 0's store of a paired row's sum acc (y's expression, as k_mvp's unpaired store): gate_o
  * kept in *g, or h_o written. */
@@ -498,7 +495,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
     static_assert(!PAIR || F::F32X, "the swiglu pairing is for the formats that stage x in f32");
     int jb = r0 < r1 && !PAIR ? mvp_job(jobs, r0) : 0;
     const uint8_t *wr = r0 >= r1 ? NULL
-                        : PAIR   ? mvp_row_w<1>(jobs, r0, &jb, row_bytes)
+                        : PAIR   ? mvp_pair_row_w(jobs, r0, row_bytes)
                                  : jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes;
     if (wr) mvp_load<F, UN>(wr, lane, nunits, cur);
     float g = 0.0f; /* PAIR: gate_o between its two rows */
@@ -528,7 +525,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
             sn = 0;
             rn = r + 1;
             if (rn < r1 && PAIR) {
-                wn = mvp_row_w<1>(jobs, rn, &jn, row_bytes);
+                wn = mvp_pair_row_w(jobs, rn, row_bytes);
             } else if (rn < r1) {
                 while (jn + 1 < jobs.n && rn >= jobs.j[jn + 1].row0) jn++;
                 wn = jobs.j[jn].w + (rn - jobs.j[jn].row0) * row_bytes;
