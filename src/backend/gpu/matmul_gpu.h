@@ -28,7 +28,8 @@
  *    keeps the f32 kernels for every type, RF_MM_MVP=0 the two-kernel path (reference / A/B),
  *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
  *    capture), RF_MM_REPACK=0 no device layouts (rf_gpu_mm_repack leaves every weight as it is),
- *    RF_MM_XQ=0 no int8 x from rf_gpu_mm_swiglu or rf_gpu_mm_xq_buffers. With a norm, k_mvp
+ *    RF_MM_XQ=0 no int8 x from rf_gpu_mm_swiglu or rf_gpu_mm_xq_buffers, RF_MM_SWIGLU_FUSE=0 no
+ *    fused gate / up / swiglu (rf_gpu_mm_gate_up_swiglu returns 0). With a norm, k_mvp
  *    stages x * norm_w and multiplies each output by the RMS scale (one pass over x instead of
  *    two). On sm_90+, the Q4_0 X8 weights stream through shared memory by bulk copies instead
  *    (k_mvt, same arithmetic; RF_MM_TMA=0: k_mvp).
