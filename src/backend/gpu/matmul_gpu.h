@@ -111,21 +111,6 @@ int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *ou
  * returned (call the plain swiglu). Returns 1 when enqueued, -1 + rf_set_error on a launch error. */
 int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const float *up, int64_t n_in, float *out);
 
-/* The feed-forward's gated half of a decode step in one matvec launch (n == 1):
- *   h[o] = silu(g[o]) * u[o],  g = xin Wgate^T (+ bias), u = xin Wup^T (+ bias),  o < n_ff,
- * xin = x RMS-normed with norm_w (or x without it), gate_up[0] = gate (h is written to its y),
- * gate_up[1] = up (its y is not written), both of one type and n_out = n_ff. h is bit for bit
- * what rf_gpu_matmul_ex of both outputs and then rf_gpu_mm_swiglu give, and it is left quantized
- * to int8 as rf_gpu_mm_swiglu leaves it, for the down projection that reads it next. Each warp
- * computes a gate row and then the up row of the same o, and each block owns whole 32-element
- * groups of h, so no kernel runs between the two matvecs. Needs n_ff % 32 == 0, n_ff <= 32768,
- * y 16-byte aligned, RF_MM_XQ and RF_MM_SWIGLU_FUSE not 0 at init, and the type's decode matvec
- * (k_mvp / k_mvt) eligible for the call; otherwise nothing is enqueued and 0 is returned (call
- * rf_gpu_matmul_ex and then the swiglu). Returns 1 when enqueued, -1 + rf_set_error on a launch
- * error. */
-int rf_gpu_mm_gate_up_swiglu(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out gate_up[2], int64_t n_in, const float *x,
-                             const float *norm_w, float eps);
-
 /* The feed-forward's gated half of a decode step in one matvec launch (n == 1), for F16 and BF16
  * weights (the formats whose matvecs stage x in f32, so no int8 copy of h is left):
  *   h[o] = silu(g[o]) * u[o],  g = xin Wgate^T (+ bias),  u = xin Wup^T (+ bias),  o < n_ff,
