@@ -496,9 +496,9 @@ static void op_matmul_swiglu(rf_backend *be, const rf_weight *gate, const rf_wei
                              const rf_weight *norm, float eps, float *out, float *up_out, float *scratch) {
     gpu_impl *g = G(be);
     if (g->err[0]) return;
-    const uint32_t type = gate->layout ? gate->layout : gate->type;
-    if (n == 1 && (up->layout ? up->layout : up->type) == type && up->n_out == gate->n_out && up->n_in == gate->n_in) {
-        const rf_gpu_mm_out gate_up[2] = {{type, gate->data, gate->n_out, NULL, out}, {type, up->data, up->n_out, NULL, up_out}};
+    if (n == 1 && up->n_in == gate->n_in) { /* types and n_out: rf_gpu_mm_gate_up_swiglu checks them */
+        const rf_gpu_mm_out gate_up[2] = {{gate->layout ? gate->layout : gate->type, gate->data, gate->n_out, NULL, out},
+                                          {up->layout ? up->layout : up->type, up->data, up->n_out, NULL, up_out}};
         const int rc = rf_gpu_mm_gate_up_swiglu(g->mm, gate_up, gate->n_in, x, norm ? norm->data : NULL, eps);
         if (rc < 0)
             record(g, "matmul_swiglu %s (%s, %lld x %lld): %s", gate->name ? gate->name : "?", rf_type_name(gate->type),
