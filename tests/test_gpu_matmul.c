@@ -25,7 +25,8 @@
  *    Long decode matvecs (test_mv_long: 9000-13000 rows, n = 1) make every warp of the persistent
  *    matvec walk several rows and steps; they and test_ex run again with RF_MM_TMA=0 (k_mvp
  *    where the default takes the bulk-copy kernel k_mvt). The fused gate / up / swiglu decode
- *    matvec of F16 / BF16 (test_gate_up_swiglu) must equal the unfused calls bit for bit.
+ *    matvec of F16 / BF16 (test_gate_up_swiglu) must equal the unfused calls bit for bit, as must
+ *    the two-format decode launch of Q4_K (or Q5_K H) with Q6_K X8 outputs (test_mixed_formats).
  *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8, IQ4_XS's nibble order and
  *    Q5_K's fifth-bit words, rearranged on the device; "/dev" in test names) run the same checks:
  *    the weight is uploaded in GGUF order, repacked (in place, or into a new buffer where Q6_K's
@@ -991,6 +992,118 @@ static void test_gate_up_swiglu(gpu_env *env) {
     rf_gpu_mm_dfree(d);
 }
 
+/* Decode calls (n = 1) whose outputs mix Q4_K (or Q5_K H) and Q6_K X8, as a Q4_K_M (Q5_K_M)
+ * layer's q / k / v: one two-format launch (k_mvp2; the context's counter must move), which must
+ * equal the per-format calls (checked against the oracle by test_case) bit for bit. The outputs in every order, row
+ * counts from 1 to several rows per warp, n_in with whole and partial Q6_K X8 groups, norm on and
+ * off, bias and accumulate random, then a NaN in x (every output NaN). Other mixes must take the
+ * per-format launches. */
+static void test_mixed_formats(gpu_env *env) {
+    const uint32_t Q6 = RF_TYPE_Q6_K | LAYOUT;
+    static const uint32_t ORDER[5][3] = {{RF_TYPE_Q4_K, RF_TYPE_Q4_K, RF_TYPE_Q6_K | LAYOUT},
+                                         {RF_TYPE_Q6_K | LAYOUT, RF_TYPE_Q4_K, RF_TYPE_Q4_K},
+                                         {RF_TYPE_Q4_K, RF_TYPE_Q6_K | LAYOUT, RF_TYPE_Q6_K | LAYOUT},
+                                         {RF_TYPE_Q6_K | LAYOUT, RF_TYPE_Q4_K, 0},
+                                         {RF_TYPE_Q5_K | LAYOUT, RF_TYPE_Q5_K | LAYOUT, RF_TYPE_Q6_K | LAYOUT}};
+    static const int64_t NIN[] = {2048, 768, 4096, 2816};
+    for (int trial = 0; trial < 15; trial++) {
+        const uint32_t *types = ORDER[trial % 5];
+        const int n_outs = types[2] ? 3 : 2;
+        const int64_t n_in = NIN[(trial / 4 + trial) % 4];
+        const int use_norm = trial % 6 != 5, accumulate = test_randint(0, 1), nan_x = trial >= 10;
+        int64_t nout[3];
+        uint8_t *w[3];
+        void *dw[3];
+        float *db[3] = {NULL, NULL, NULL}, *dya[3], *dyb[3], *y0[3];
+        rf_gpu_mm_out all[3], a[3], b[3];
+        int na = 0, nb = 0, ok = 1;
+        for (int i = 0; i < n_outs; i++) {
+            nout[i] = trial % 3 == 0 ? test_randint(1, 40) : test_randint(500, 4000);
+            uint64_t rb = 0;
+            rf_row_bytes(base_type(types[i]), (uint64_t)n_in, &rb);
+            w[i] = malloc(rb * (uint64_t)nout[i]);
+            make_weights(base_type(types[i]), nout[i], n_in, w[i]);
+            dw[i] = upload_w(env, types[i], w[i], nout[i], n_in);
+            if (!dw[i]) ok = 0;
+            const size_t yb = sizeof(float) * (size_t)nout[i];
+            y0[i] = malloc(yb);
+            for (int64_t o = 0; o < nout[i]; o++) y0[i][o] = accumulate ? gauss() : NAN;
+            if (test_randint(0, 1)) {
+                float *bias = malloc(yb);
+                for (int64_t o = 0; o < nout[i]; o++) bias[o] = gauss();
+                db[i] = rf_gpu_mm_alloc(yb);
+                rf_gpu_mm_upload(db[i], bias, yb);
+                free(bias);
+            }
+            dya[i] = rf_gpu_mm_alloc(yb);
+            dyb[i] = rf_gpu_mm_alloc(yb);
+            rf_gpu_mm_upload(dya[i], y0[i], yb);
+            rf_gpu_mm_upload(dyb[i], y0[i], yb);
+            all[i] = (rf_gpu_mm_out){types[i], dw[i], nout[i], db[i], dya[i]};
+            if (types[i] != Q6) a[na++] = (rf_gpu_mm_out){types[i], dw[i], nout[i], db[i], dyb[i]};
+            else b[nb++] = (rf_gpu_mm_out){types[i], dw[i], nout[i], db[i], dyb[i]};
+        }
+        float *x = malloc(sizeof(float) * (size_t)n_in), *nw = malloc(sizeof(float) * (size_t)n_in);
+        const float scale = test_randf(0.1f, 10.0f), eps = 1e-5f;
+        for (int64_t k = 0; k < n_in; k++) x[k] = gauss() * scale, nw[k] = gauss();
+        if (nan_x) x[test_randint(0, (int)n_in - 1)] = NAN;
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dnw = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        float *dscr = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dnw, nw, sizeof(float) * (size_t)n_in);
+        const long before = rf_gpu_mm_mixed_launches(env->ctx);
+        int rc = ok ? rf_gpu_matmul_ex(env->ctx, n_outs, all, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate,
+                                       use_norm ? dscr : NULL)
+                    : -1;
+        const long mixed = rf_gpu_mm_mixed_launches(env->ctx) - before;
+        if (rc == 0) rc = rf_gpu_matmul_ex(env->ctx, na, a, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate,
+                                           use_norm ? dscr : NULL);
+        if (rc == 0) rc = rf_gpu_matmul_ex(env->ctx, nb, b, n_in, dx, 1, use_norm ? dnw : NULL, eps, accumulate,
+                                           use_norm ? dscr : NULL);
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        CHECK(rc == 0, "mixed formats trial %d: %s", trial, rc ? rf_last_error() : "");
+        CHECK(mixed == 1 && rf_gpu_mm_mixed_launches(env->ctx) - before == 1,
+              "mixed formats trial %d: %ld two-format launches for the mixed call, %ld in all (want 1, 1)", trial,
+              mixed, rf_gpu_mm_mixed_launches(env->ctx) - before);
+        for (int i = 0; i < n_outs && rc == 0; i++) {
+            const size_t yb = sizeof(float) * (size_t)nout[i];
+            float *ya = malloc(yb), *yb_ = malloc(yb);
+            rf_gpu_mm_download(ya, dya[i], yb);
+            rf_gpu_mm_download(yb_, dyb[i], yb);
+            const int64_t d = first_diff(ya, yb_, nout[i]);
+            int64_t nans = 0;
+            for (int64_t o = 0; o < nout[i]; o++) nans += isnan(ya[o]) != 0;
+            CHECK(d < 0, "mixed formats trial %d out %d (%s, %lldx%lld, norm=%d acc=%d bias=%d nan=%d): y[%lld] = %.9g, "
+                  "per-format %.9g", trial, i, tname(types[i]), (long long)nout[i], (long long)n_in, use_norm,
+                  accumulate, db[i] != NULL, nan_x, (long long)d, d >= 0 ? ya[d] : 0.0, d >= 0 ? yb_[d] : 0.0);
+            CHECK(nan_x ? nans == nout[i] : nans == 0, "mixed formats trial %d out %d nan=%d: %lld NaN outputs of %lld",
+                  trial, i, nan_x, (long long)nans, (long long)nout[i]);
+            free(ya), free(yb_);
+        }
+        for (int i = 0; i < n_outs; i++) {
+            free(w[i]), free(y0[i]);
+            rf_gpu_mm_dfree(dw[i]), rf_gpu_mm_dfree(db[i]), rf_gpu_mm_dfree(dya[i]), rf_gpu_mm_dfree(dyb[i]);
+        }
+        free(x), free(nw);
+        rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dnw), rf_gpu_mm_dfree(dscr);
+    }
+    /* other mixes, and n = 2, take the per-format launches */
+    const int64_t n_in = 512;
+    uint8_t *w0 = malloc(4096 * 8), *w1 = malloc(4096 * 8);
+    make_weights(RF_TYPE_Q4_K, 8, n_in, w0);
+    make_weights(RF_TYPE_Q8_0, 8, n_in, w1);
+    void *d0 = upload_w(env, RF_TYPE_Q4_K, w0, 8, n_in), *d1 = upload_w(env, RF_TYPE_Q8_0, w1, 8, n_in);
+    float *dx = rf_gpu_mm_alloc(sizeof(float) * 2 * 512), *dy = rf_gpu_mm_alloc(sizeof(float) * 64);
+    rf_gpu_mm_fill(dx, 0, sizeof(float) * 2 * 512);
+    rf_gpu_mm_out m[2] = {{RF_TYPE_Q4_K, d0, 8, NULL, dy}, {RF_TYPE_Q8_0, d1, 8, NULL, dy + 16}};
+    const long before = rf_gpu_mm_mixed_launches(env->ctx);
+    int rc = rf_gpu_matmul_ex(env->ctx, 2, m, n_in, dx, 1, NULL, 0.0f, 0, NULL);
+    CHECK(rc == 0 && rf_gpu_mm_mixed_launches(env->ctx) == before, "mixed formats: Q4_K + Q8_0 must take two launches");
+    free(w0), free(w1);
+    rf_gpu_mm_dfree(d0), rf_gpu_mm_dfree(d1), rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dy);
+    CHECK(rf_gpu_mm_sync(env->ctx) == 0, "mixed formats: sync: %s", rf_last_error());
+}
+
 /* Decode matvecs (n = 1) long enough that every warp of the persistent kernels walks several rows
  * and steps (the bulk-copy ring of k_mvt wraps several times; rows end in a partial step): the
  * device layouts (Q4_0 X8 on k_mvt on sm_90) and F16, BF16, Q4_K, Q5_K, Q6_K, Q4_0 (k_mvp);
@@ -1124,6 +1237,7 @@ static void test_gpu(void) {
     test_ex_rows(&env);
     test_swiglu_q(&env);
     test_gate_up_swiglu(&env);
+    test_mixed_formats(&env);
     test_mv_long(&env);
     /* k_mvp where the default context takes k_mvt (RF_MM_TMA=0; on targets without k_mvt these
      * repeat the default's kernels) */

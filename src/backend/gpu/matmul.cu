@@ -947,6 +947,8 @@ struct rf_gpu_matmul_ctx {
     int xq_use;      /* during one rf_gpu_matmul_ex call: k_mvp copies qbuf column 0 instead of quantizing x */
     int pair;        /* during one rf_gpu_mm_gate_up_swiglu call: k_mvp's swiglu pairing */
     int pair_on;     /* rf_gpu_mm_gate_up_swiglu may fuse (RF_MM_SWIGLU_FUSE=0: never, for A/B runs) */
+    int mix_on;      /* k_mvp2 for a decode call whose outputs mix two formats it pairs (RF_MM_MIX=0: off) */
+    long n_mix;      /* k_mvp2 launches enqueued (rf_gpu_mm_mixed_launches) */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack writes device layouts (RF_MM_REPACK=0: leaves every weight as it is) */
@@ -1024,6 +1026,7 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->repack = !(getenv("RF_MM_REPACK") && atoi(getenv("RF_MM_REPACK")) == 0);
     ctx->xq_on = !(getenv("RF_MM_XQ") && atoi(getenv("RF_MM_XQ")) == 0);
     ctx->pair_on = !(getenv("RF_MM_SWIGLU_FUSE") && atoi(getenv("RF_MM_SWIGLU_FUSE")) == 0);
+    ctx->mix_on = !(getenv("RF_MM_MIX") && atoi(getenv("RF_MM_MIX")) == 0);
 #ifndef MM_HIP
     {
         int major = 0;
@@ -1520,6 +1523,96 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
 #undef MVQ
 }
 
+/* k_mvp2<FA, UA, FB, UB> over outputs a (format FA) and b (FB), n = 1. Returns 1 done, 0 ineligible
+ * (the caller then launches per format), -1 error. Eligible where k_mvp would take each group
+ * (mvp_try's conditions). The grid is one resident wave; its blocks are split between the two
+ * groups so that the larger of the two bytes per warp (rows per warp x row bytes) is smallest
+ * (weighing the Q6_K X8 bytes 1.25 or 1.5 times cost 7B Q4_K_M 0.6%, H200, docs/PERF.md). */
+template <class FA, int UA, class FB, int UB>
+static int mvp2_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *a, int na, const rf_gpu_mm_out *b, int nb,
+                    int64_t n_in, const float *x, const float *norm_w, float eps, int accum) {
+    const size_t smem = mvp_smem_bytes(0, n_in, MVP_THREADS);
+    if (!ctx->mvp || ctx->legacy_mv || ctx->f32_mv || n_in <= 0 || n_in % 32 || n_in % mm_row_step<FA>() ||
+        n_in % mm_row_step<FB>() || smem > MV_SMEM_MAX || (uintptr_t)x % 16 || (norm_w && (uintptr_t)norm_w % 16) ||
+        n_in / (FA::QK / FA::UPB) > INT32_MAX || n_in / (FB::QK / FB::UPB) > INT32_MAX)
+        return 0;
+    for (int i = 0; i < na; i++)
+        if ((uintptr_t)a[i].w % FA::A) return 0;
+    for (int i = 0; i < nb; i++)
+        if ((uintptr_t)b[i].w % FB::A) return 0;
+    MvJobs ja, jb;
+    const int64_t rows_a = mv_jobs(a, na, 1, &ja), rows_b = mv_jobs(b, nb, 1, &jb);
+    if (rows_a <= 0 || rows_b <= 0) return 0;
+    const auto fn = k_mvp2<FA, UA, FB, UB>;
+    const int per_sm = mvp_occupancy(ctx, (const void *)fn, MVP_THREADS, smem);
+    const int wpb = MVP_THREADS / ctx->warp_size;
+    const int64_t nbl = (int64_t)ctx->n_sm * per_sm, rb_a = mm_row_bytes<FA>(n_in), rb_b = mm_row_bytes<FB>(n_in);
+    if (per_sm <= 0 || nbl < 2) return 0;
+    int64_t best = -1, rpw_a = 0, rpw_b = 0;
+    for (int64_t ka = 1; ka < nbl; ka++) {
+        const int64_t pa = (rows_a + ka * wpb - 1) / (ka * wpb), pb = (rows_b + (nbl - ka) * wpb - 1) / ((nbl - ka) * wpb);
+        const int64_t cost = pa * rb_a > pb * rb_b ? pa * rb_a : pb * rb_b;
+        if (best < 0 || cost < best) best = cost, rpw_a = pa, rpw_b = pb;
+    }
+    const int64_t blocks_a = ((rows_a + rpw_a - 1) / rpw_a + wpb - 1) / wpb;
+    const int64_t blocks_b = ((rows_b + rpw_b - 1) / rpw_b + wpb - 1) / wpb;
+    const int8_t *xq = ctx->xq_use ? (const int8_t *)ctx->qbuf : NULL;
+    const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
+    const dim3 grid((unsigned)(blocks_a + blocks_b)), block(MVP_THREADS);
+    const unsigned nb_a = (unsigned)blocks_a;
+    ctx->n_mix++;
+#ifndef MM_HIP
+    if (mm_pdl_now(ctx, ctx->pdl_graph)) {
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at;
+        mm_pdl_config(ctx, grid, block, smem, &cfg, &at);
+        return mm_check(cudaLaunchKernelEx(&cfg, fn, ja, rows_a, rpw_a, rb_a, nb_a, jb, rows_b, rpw_b, rb_b, n_in, x,
+                                           norm_w, eps, accum, xq, xd),
+                        "two-format matvec launch (programmatic)")
+                   ? -1
+                   : 1;
+    }
+#endif
+    (void)mmGetLastError();
+    fn<<<grid, block, smem, ctx->stream>>>(ja, rows_a, rpw_a, rb_a, nb_a, jb, rows_b, rpw_b, rb_b, n_in, x, norm_w, eps,
+                                           accum, xq, xd);
+    return mm_check(mmGetLastError(), "two-format matvec launch") ? -1 : 1;
+}
+
+/* One launch for a decode call whose outputs are of exactly two formats that k_mvp2 pairs: Q6_K
+ * X8 with Q4_K (GGUF layout) or Q5_K H, the q / k / v projections of Q4_K_M and Q5_K_M files (v
+ * Q6_K), one kernel boundary per layer fewer. H200 tg128 against the per-format launches
+ * (RF_MM_MIX=0), 2026-11-28: 7B Q4_K_M +0.8%, Q5_K_M +2.7%, 1B Q4_K_M +3.3%, Q5_K_M +4.0%.
+ * Returns as mvp2_try; 0 for every other mix. */
+static int mvp2_try_mix(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x,
+                        const float *norm_w, float eps, int accum) {
+    const uint32_t tb = RF_TYPE_Q6_K | RF_GPU_MM_LAYOUT;
+    rf_gpu_mm_out a[MV_MAX_OUTS], b[MV_MAX_OUTS];
+    uint32_t ta = 0;
+    int na = 0, nb = 0;
+    if (!ctx->mix_on || n_outs < 2 || n_outs > MV_MAX_OUTS) return 0;
+    for (int i = 0; i < n_outs; i++) {
+        if (outs[i].type == tb) {
+            b[nb++] = outs[i];
+        } else if (!ta || outs[i].type == ta) {
+            ta = outs[i].type;
+            a[na++] = outs[i];
+        } else {
+            return 0;
+        }
+    }
+    if (!na || !nb) return 0;
+    switch (ta) {
+    case RF_TYPE_Q4_K: /* Q4_K_M */
+        return mvp2_try<MvpI8<MvpUnitOf<VQ4_K>::T>, MvpUn<VQ4_K>::UN, MvpI8<VQ6_KX8>, MvpUn<VQ6_KX8>::UN>(
+            ctx, a, na, b, nb, n_in, x, norm_w, eps, accum);
+    case RF_TYPE_Q5_K | RF_GPU_MM_LAYOUT: /* Q5_K_M */
+        return mvp2_try<MvpI8<VQ5_KH>, MvpUn<VQ5_KH>::UN, MvpI8<VQ6_KX8>, MvpUn<VQ6_KX8>::UN>(
+            ctx, a, na, b, nb, n_in, x, norm_w, eps, accum);
+    default: return 0;
+    }
+}
+
 template <class D>
 static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int64_t n_out, int64_t n_in,
                      const float *x, int n, const float *bias, float *y, int accum) {
@@ -1729,6 +1822,10 @@ extern "C" int rf_gpu_matmul_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu
 static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x, int n,
                  const float *norm_w, float eps, int accumulate, float *scratch) {
     if (n == 0 || n_outs == 0) return 0;
+    if (n == 1) { /* two formats in one launch where k_mvp2 pairs them */
+        const int rc = mvp2_try_mix(ctx, n_outs, outs, n_in, x, norm_w, eps, accumulate != 0);
+        if (rc) return rc < 0 ? -1 : 0;
+    }
     /* matvec: one fused launch per group of same-type outputs (norm and accumulate folded in) */
     unsigned char done[64] = {0};
     int all_done = n <= 2 && n_outs <= 64, quantized = 0;
@@ -2065,6 +2162,8 @@ extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
 }
 
 extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
+
+extern "C" long rf_gpu_mm_mixed_launches(rf_gpu_matmul_ctx *ctx) { return ctx ? ctx->n_mix : 0; }
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
 #ifndef MM_HIP

@@ -471,12 +471,13 @@ MM_UNROLL
  * the RMS scale, see mvp_stage_end). xq != NULL (int8 formats, no norm_w): x already quantized by
  * its producer (xq[0, n_in) int8, xd[0, n_in / 32) as mm_quantize_x writes them), copied instead
  * of quantized. A non-finite x * norm_w makes the whole block compute its rows in f32 from x
- * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels. */
-template <class F, int UN, int PAIR = 0>
-__global__ void MVP_BOUNDS(F, UN, PAIR)
-    k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
-          const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
-          const float2 *__restrict__ xd) {
+ * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels.
+ * mvp_block is the body, for the launch's blocks from blk0 on (k_mvp: all of them; k_mvp2). */
+template <class F, int UN, int PAIR>
+__device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw, int64_t row_bytes,
+                                          int64_t n_in, const float *__restrict__ x, const float *__restrict__ norm_w,
+                                          float eps, int accum, const int8_t *__restrict__ xq,
+                                          const float2 *__restrict__ xd) {
     RF_STAMPS_BEGIN;
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
@@ -487,7 +488,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
     typedef typename F::Raw Raw;
     const int ws = warpSize, nwarps = (int)blockDim.x / ws;
     const int lane = (int)threadIdx.x % ws;
-    const int64_t r0 = ((int64_t)blockIdx.x * nwarps + (int)threadIdx.x / ws) * rpw;
+    const int64_t r0 = ((int64_t)(blockIdx.x - blk0) * nwarps + (int)threadIdx.x / ws) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
     const int nunits = (int)(n_in / (F::QK / F::UPB));
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
@@ -559,6 +560,40 @@ MM_UNROLL
         r = rn, s = sn, jb = jn, wr = wn;
     }
     RF_STAMPS_END(RF_STAMP_MVP);
+}
+template <class F, int UN, int PAIR = 0>
+__global__ void MVP_BOUNDS(F, UN, PAIR)
+    k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
+          const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
+          const float2 *__restrict__ xd) {
+    mvp_block<F, UN, PAIR>(0u, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
+}
+
+/* k_mvp2: two k_mvp launches of different int8 formats over the same x in one grid, so that a
+ * layer whose q / k / v projections mix formats (Q4_K_M: q and k Q4_K, v Q6_K) pays one kernel
+ * boundary for them, not two. Blocks [0, nb_a) are k_mvp<FA, UA>'s blocks over jobs ja (rows_a
+ * rows, rpw_a per warp, rb_a bytes per row), the rest k_mvp<FB, UB>'s over jb; each block stages x
+ * itself, as k_mvp's do, so every output is bit for bit what the two launches give (and what
+ * k_mvt gives for FB where it takes FB). The branch is uniform per block, so each body's block
+ * barriers are whole. Launch: blockDim.x = MVP_THREADS (both formats' MvpThreads), dynamic shared
+ * memory mvp_smem_bytes(0, n_in, MVP_THREADS); otherwise k_mvp's contract for each half. */
+#ifdef MM_HIP
+#define MVP2_BOUNDS __launch_bounds__(MVP_THREADS)
+#else
+#define MVP2_BOUNDS __launch_bounds__(MVP_THREADS, 2) /* the K-quants' two blocks per SM (<= 128 registers) */
+#endif
+template <class FA, int UA, class FB, int UB>
+__global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int64_t rb_a, unsigned nb_a, MvJobs jb,
+                                   int64_t rows_b, int64_t rpw_b, int64_t rb_b, int64_t n_in,
+                                   const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
+                                   int accum, const int8_t *__restrict__ xq, const float2 *__restrict__ xd) {
+    static_assert(!FA::F32X && !FB::F32X && (int)MvpThreads<FA>::N == MVP_THREADS &&
+                      (int)MvpThreads<FB>::N == MVP_THREADS,
+                  "k_mvp2 pairs int8 formats with blocks of MVP_THREADS");
+    if (blockIdx.x < nb_a)
+        mvp_block<FA, UA, 0>(0u, ja, rows_a, rpw_a, rb_a, n_in, x, norm_w, eps, accum, xq, xd);
+    else
+        mvp_block<FB, UB, 0>(nb_a, jb, rows_b, rpw_b, rb_b, n_in, x, norm_w, eps, accum, xq, xd);
 }
 
 /* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */

@@ -29,10 +29,13 @@
  *    RF_MM_PDL=0 / RF_MM_PDL_GRAPH=0 no programmatic dependent launch (anywhere / inside graph
  *    capture), RF_MM_REPACK=0 no device layouts (rf_gpu_mm_repack leaves every weight as it is),
  *    RF_MM_XQ=0 no int8 x from rf_gpu_mm_swiglu or rf_gpu_mm_xq_buffers, RF_MM_SWIGLU_FUSE=0 no
- *    fused gate / up / swiglu (rf_gpu_mm_gate_up_swiglu returns 0). With a norm, k_mvp
+ *    fused gate / up / swiglu (rf_gpu_mm_gate_up_swiglu returns 0), RF_MM_MIX=0 no two-format
+ *    launch (below). With a norm, k_mvp
  *    stages x * norm_w and multiplies each output by the RMS scale (one pass over x instead of
  *    two). On sm_90+, the Q4_0 X8 weights stream through shared memory by bulk copies instead
- *    (k_mvt, same arithmetic; RF_MM_TMA=0: k_mvp).
+ *    (k_mvt, same arithmetic; RF_MM_TMA=0: k_mvp). A call at n == 1 whose outputs are Q4_K and
+ *    Q6_K X8 (a Q4_K_M layer's q / k / v) runs both formats in one launch (k_mvp2), bit for bit
+ *    what the per-format launches give.
  *  - larger n (prompt processing): CUDA with cuBLAS (loaded at run time with dlopen, no link
  *    dependency): the weight is decoded to an f16 scratch in row slabs, x is converted to f16,
  *    and cublasGemmEx accumulates in f32 (F32 weights: cublasSgemm-equivalent f32 GEMM, no
@@ -191,6 +194,8 @@ int rf_gpu_mm_fill(void *dst_dev, int byte, size_t bytes);
 int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx);
 /* GEMM path selection for tests: 0 = default (cuBLAS where available), 1 = the tiled kernel. */
 void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on);
+/* Two-format decode launches (k_mvp2) the context has enqueued so far (for tests). */
+long rf_gpu_mm_mixed_launches(rf_gpu_matmul_ctx *ctx);
 /* Name of the GEMM path the context uses by default ("cublas" or "tiled"). */
 const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx);
 /* Times rf_gpu_matmul (no bias): each of `iters` samples is one device-event interval around
