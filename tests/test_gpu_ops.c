@@ -403,10 +403,10 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
     int32_t *dbt = dput(bt, sizeof(int32_t) * (size_t)n_seq * max_blocks);
     float *dout = be->ops->alloc(be, 4 * (size_t)n_tok * qd);
     float *ref = malloc(4 * (size_t)n_tok * qd), *got = malloc(4 * (size_t)n_tok * qd);
-    rf_step hs = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, pos, NULL, seq_row, bt, NULL};
+    rf_step hs = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, pos, NULL, seq_row, bt, NULL, false};
     rf_attn_dims dims = {n_head, n_kv, hd, 1.0f / sqrtf((float)hd), kvt};
     cpu_attention(&hs, &dims, q, kcs, vcs, ref, 0, (int64_t)n_tok * n_head);
-    rf_step ds = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, dpos, NULL, dseq, dbt, NULL};
+    rf_step ds = {n_tok, n_seq, max_blocks, bsz, 0, max_pos, NULL, dpos, NULL, dseq, dbt, NULL, false};
 #if HAVE_GPU_BUILD
     /* {mode, splits, tensor cores allowed, heads per decode block}: mode 2 runs twice, with and
      * without tensor cores; the decode kernel with the automatic choice of heads per block (one
@@ -566,7 +566,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     cpu_rope(hq, 1, n_head, hd, c.pos, &hrope);
     cpu_rope(hk, 1, n_kv, hd, c.pos, &hrope);
     cpu_store_kv(hk, v, 1, (int)kvd, &slot, rkc, rvc, kvt);
-    rf_step hs = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL};
+    rf_step hs = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL, false};
     cpu_attention(&hs, &dims, hq, rkc, rvc, ref, 0, n_head);
     float *rkf = malloc(4 * n_slots * kvd), *rvf = malloc(4 * n_slots * kvd);
     test_kv_unpack(rkc, kvt, n_slots, kvd, rkf);
@@ -574,7 +574,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
 
     int32_t *dpos = dput(c.pos, 4), *dseq = dput(c.seq_row, 4), *dslot = dput(&slot, 4);
     int32_t *dbt = dput(c.bt, sizeof(int32_t) * (size_t)c.max_blocks);
-    rf_step ds = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL};
+    rf_step ds = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL, false};
     float *dout = be->ops->alloc(be, 4 * qd);
     float *got = malloc(4 * qd), *two = malloc(4 * qd), *poison = malloc(4 * qd), *gkf = malloc(4 * n_slots * kvd), *gvf = malloc(4 * n_slots * kvd);
     void *gk1 = malloc(kvb), *gv1 = malloc(kvb);

@@ -57,7 +57,8 @@ typedef struct {
  * Attention for token t covers positions 0..pos[t] of its sequence, read through
  * block_table[seq_row[t] * max_blocks + p / block_size]. K/V of every token of the batch are
  * stored before attention runs, so tokens of one sequence in one batch see each other causally.
- * out_rows[0..n_out) are the token indices whose logits the step produces, in that order. */
+ * out_rows[0..n_out) are the token indices whose logits the step produces, in that order;
+ * out_all: they are all of them (n_out == n_tokens, out_rows[t] == t). */
 typedef struct {
     int n_tokens;
     int n_seq_rows;
@@ -71,6 +72,7 @@ typedef struct {
     int32_t *seq_row;
     int32_t *block_table;
     int32_t *out_rows;
+    bool out_all;
 } rf_step;
 
 /* Attention geometry and the K/V cache layout.

@@ -311,6 +311,7 @@ static int decode(rf_context *c, const rf_batch *b, bool token_on_device) {
     }
     c->step.n_tokens = n;
     c->step.n_out = n_out;
+    c->step.out_all = n_out == n; /* rows were taken in token order */
     c->step.max_pos = max_pos;
     c->last_n_tokens = n;
     c->host_logits_valid = false;

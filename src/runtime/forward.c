@@ -54,7 +54,11 @@ void rf_forward(rf_context *c) {
         rf_mm_out down = {&L->w_down, NULL, c->x};
         op->matmul(be, 1, &down, c->gate, n, NULL, 0.0f, true, NULL);
     }
-    op->get_rows(be, c->x, st->out_rows, st->n_out, d, c->hsel);
+    const float *xo = c->x; /* every token's logits (a decode step): x itself, no copy */
+    if (!st->out_all) {
+        op->get_rows(be, c->x, st->out_rows, st->n_out, d, c->hsel);
+        xo = c->hsel;
+    }
     rf_mm_out logits = {&m->output, NULL, c->logits};
-    op->matmul(be, 1, &logits, c->hsel, st->n_out, &m->output_norm, eps, false, c->h);
+    op->matmul(be, 1, &logits, xo, st->n_out, &m->output_norm, eps, false, c->h);
 }
