@@ -1580,8 +1580,8 @@ static int mvp2_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *a, int na, cons
 }
 
 /* One launch for a decode call whose outputs are of exactly two formats that k_mvp2 pairs: Q6_K
- * X8 with Q4_K (GGUF layout) or Q5_K H, the q / k / v projections of Q4_K_M and Q5_K_M files (v
- * Q6_K), one kernel boundary per layer fewer. H200 tg128 against the per-format launches
+ * X8 with Q4_K (GGUF layout) or Q5_K H: the q / k / v projections of the Q4_K_M and Q5_K_M layers
+ * whose v is Q6_K (half of them), which then pay one kernel boundary fewer. H200 tg128 against the per-format launches
  * (RF_MM_MIX=0), 2026-11-28: 7B Q4_K_M +0.8%, Q5_K_M +2.7%, 1B Q4_K_M +3.3%, Q5_K_M +4.0%.
  * Returns as mvp2_try; 0 for every other mix. */
 static int mvp2_try_mix(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, int64_t n_in, const float *x,
