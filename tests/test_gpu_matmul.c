@@ -994,9 +994,10 @@ static void test_gate_up_swiglu(gpu_env *env) {
 
 /* Decode calls (n = 1) whose outputs mix Q4_K (or Q5_K H) and Q6_K X8, as a Q4_K_M (Q5_K_M)
  * layer's q / k / v: one two-format launch (k_mvp2; the context's counter must move), which must
- * equal the per-format calls (checked against the oracle by test_case) bit for bit. The outputs in every order, row
- * counts from 1 to several rows per warp, n_in with whole and partial Q6_K X8 groups, norm on and
- * off, bias and accumulate random, then a NaN in x (every output NaN). Other mixes must take the
+ * equal the per-format calls bit for bit and the double oracle within test_ex's tolerance (1e-4
+ * of sum |w x| plus the int8 rounding bound). The outputs in every order, row counts from 1 to
+ * several rows per warp, n_in with whole and partial Q6_K X8 groups, norm on and off, bias and
+ * accumulate random, then a NaN in x (every output NaN). Other mixes, and n = 2, must take the
  * per-format launches. */
 static void test_mixed_formats(gpu_env *env) {
     const uint32_t Q6 = RF_TYPE_Q6_K | LAYOUT;
@@ -1014,7 +1015,7 @@ static void test_mixed_formats(gpu_env *env) {
         int64_t nout[3];
         uint8_t *w[3];
         void *dw[3];
-        float *db[3] = {NULL, NULL, NULL}, *dya[3], *dyb[3], *y0[3];
+        float *db[3] = {NULL, NULL, NULL}, *dya[3], *dyb[3], *y0[3], *wf[3], *bias[3] = {NULL, NULL, NULL};
         rf_gpu_mm_out all[3], a[3], b[3];
         int na = 0, nb = 0, ok = 1;
         for (int i = 0; i < n_outs; i++) {
@@ -1023,17 +1024,19 @@ static void test_mixed_formats(gpu_env *env) {
             rf_row_bytes(base_type(types[i]), (uint64_t)n_in, &rb);
             w[i] = malloc(rb * (uint64_t)nout[i]);
             make_weights(base_type(types[i]), nout[i], n_in, w[i]);
+            wf[i] = malloc(sizeof(float) * (size_t)(nout[i] * n_in));
+            for (int64_t o = 0; o < nout[i]; o++)
+                rf_dequantize_row(base_type(types[i]), w[i] + o * (int64_t)rb, wf[i] + o * n_in, n_in);
             dw[i] = upload_w(env, types[i], w[i], nout[i], n_in);
             if (!dw[i]) ok = 0;
             const size_t yb = sizeof(float) * (size_t)nout[i];
             y0[i] = malloc(yb);
             for (int64_t o = 0; o < nout[i]; o++) y0[i][o] = accumulate ? gauss() : NAN;
             if (test_randint(0, 1)) {
-                float *bias = malloc(yb);
-                for (int64_t o = 0; o < nout[i]; o++) bias[o] = gauss();
+                bias[i] = malloc(yb);
+                for (int64_t o = 0; o < nout[i]; o++) bias[i][o] = gauss();
                 db[i] = rf_gpu_mm_alloc(yb);
-                rf_gpu_mm_upload(db[i], bias, yb);
-                free(bias);
+                rf_gpu_mm_upload(db[i], bias[i], yb);
             }
             dya[i] = rf_gpu_mm_alloc(yb);
             dyb[i] = rf_gpu_mm_alloc(yb);
@@ -1046,6 +1049,10 @@ static void test_mixed_formats(gpu_env *env) {
         float *x = malloc(sizeof(float) * (size_t)n_in), *nw = malloc(sizeof(float) * (size_t)n_in);
         const float scale = test_randf(0.1f, 10.0f), eps = 1e-5f;
         for (int64_t k = 0; k < n_in; k++) x[k] = gauss() * scale, nw[k] = gauss();
+        double *xin = malloc(sizeof(double) * (size_t)n_in), ss = 0;
+        for (int64_t k = 0; k < n_in; k++) ss += (double)x[k] * x[k];
+        for (int64_t k = 0; k < n_in; k++)
+            xin[k] = use_norm ? (double)x[k] / sqrt(ss / (double)n_in + (double)eps) * nw[k] : (double)x[k];
         if (nan_x) x[test_randint(0, (int)n_in - 1)] = NAN;
         float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in), *dnw = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
         float *dscr = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
@@ -1078,13 +1085,29 @@ static void test_mixed_formats(gpu_env *env) {
                   accumulate, db[i] != NULL, nan_x, (long long)d, d >= 0 ? ya[d] : 0.0, d >= 0 ? yb_[d] : 0.0);
             CHECK(nan_x ? nans == nout[i] : nans == 0, "mixed formats trial %d out %d nan=%d: %lld NaN outputs of %lld",
                   trial, i, nan_x, (long long)nans, (long long)nout[i]);
+            double worst = 0;
+            int64_t wo = -1;
+            for (int64_t o = 0; o < nout[i] && !nan_x; o++) {
+                double r = 0, m = 0;
+                for (int64_t k = 0; k < n_in; k++) {
+                    const double p = (double)wf[i][o * n_in + k] * xin[k];
+                    r += p, m += fabs(p);
+                }
+                const double bv = bias[i] ? bias[i][o] : 0.0, yv = accumulate ? y0[i][o] : 0.0;
+                const double lim = 1e-4 * (m + fabs(bv) + fabs(yv)) + 1.01 * q8_bound(wf[i] + o * n_in, xin, n_in) + 1e-30;
+                const double e = isfinite(ya[o]) ? fabs(ya[o] - (r + bv + yv)) / lim : INFINITY;
+                if (!(e <= worst)) worst = e, wo = o;
+            }
+            CHECK(worst <= 1.0, "mixed formats trial %d out %d (%s, %lldx%lld, norm=%d acc=%d): worst %.3g x tol at %lld",
+                  trial, i, tname(types[i]), (long long)nout[i], (long long)n_in, use_norm, accumulate, worst,
+                  (long long)wo);
             free(ya), free(yb_);
         }
         for (int i = 0; i < n_outs; i++) {
-            free(w[i]), free(y0[i]);
+            free(w[i]), free(wf[i]), free(bias[i]), free(y0[i]);
             rf_gpu_mm_dfree(dw[i]), rf_gpu_mm_dfree(db[i]), rf_gpu_mm_dfree(dya[i]), rf_gpu_mm_dfree(dyb[i]);
         }
-        free(x), free(nw);
+        free(x), free(nw), free(xin);
         rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dnw), rf_gpu_mm_dfree(dscr);
     }
     /* other mixes, and n = 2, take the per-format launches */
@@ -1099,8 +1122,15 @@ static void test_mixed_formats(gpu_env *env) {
     const long before = rf_gpu_mm_mixed_launches(env->ctx);
     int rc = rf_gpu_matmul_ex(env->ctx, 2, m, n_in, dx, 1, NULL, 0.0f, 0, NULL);
     CHECK(rc == 0 && rf_gpu_mm_mixed_launches(env->ctx) == before, "mixed formats: Q4_K + Q8_0 must take two launches");
-    free(w0), free(w1);
-    rf_gpu_mm_dfree(d0), rf_gpu_mm_dfree(d1), rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dy);
+    uint8_t *w2 = malloc(4096 * 8);
+    make_weights(RF_TYPE_Q6_K, 8, n_in, w2);
+    void *d2 = upload_w(env, Q6, w2, 8, n_in);
+    m[1] = (rf_gpu_mm_out){Q6, d2, 8, NULL, dy + 16};
+    rc = d2 ? rf_gpu_matmul_ex(env->ctx, 2, m, n_in, dx, 2, NULL, 0.0f, 0, NULL) : -1;
+    CHECK(rc == 0 && rf_gpu_mm_mixed_launches(env->ctx) == before,
+          "mixed formats: Q4_K + Q6_K X8 at n = 2 must take the per-format launches (rc %d)", rc);
+    free(w0), free(w1), free(w2);
+    rf_gpu_mm_dfree(d0), rf_gpu_mm_dfree(d1), rf_gpu_mm_dfree(d2), rf_gpu_mm_dfree(dx), rf_gpu_mm_dfree(dy);
     CHECK(rf_gpu_mm_sync(env->ctx) == 0, "mixed formats: sync: %s", rf_last_error());
 }
 
