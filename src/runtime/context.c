@@ -33,8 +33,10 @@ rf_context *rf_context_new(rf_model *m, const rf_context_params *params) {
     if (p.n_ctx <= 0) p.n_ctx = RF_MIN(hp->n_ctx_train, 4096);
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
-    if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 20) || p.n_seq_max > 4096) {
-        rf_set_error("context size %d / batch %d / sequences %d out of range", p.n_ctx, p.n_batch, p.n_seq_max);
+    enum { MAX_CTX = 1 << 24, MAX_BATCH = 1 << 20, MAX_SEQ = 4096 };
+    if (p.n_ctx > MAX_CTX || p.n_batch > MAX_BATCH || p.n_seq_max > MAX_SEQ) {
+        rf_set_error("context size %d / batch %d / sequences %d out of range (at most %d / %d / %d)", p.n_ctx,
+                     p.n_batch, p.n_seq_max, MAX_CTX, MAX_BATCH, MAX_SEQ);
         return NULL;
     }
     p.n_batch = RF_MIN(p.n_batch, p.n_ctx * p.n_seq_max);
