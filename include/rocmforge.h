@@ -79,9 +79,9 @@ typedef enum {
 } rf_kv_type;
 
 typedef struct {
-    int n_ctx;     /* tokens per sequence; <= 0: the model's training context, capped at 4096 */
-    int n_batch;   /* most tokens per rf_decode call; <= 0: 512 */
-    int n_seq_max; /* sequences at once; <= 0: 1 */
+    int n_ctx;     /* tokens per sequence; <= 0: the model's training context, capped at 4096; at most 2^24 */
+    int n_batch;   /* most tokens per rf_decode call; <= 0: 512; at most 2^20 */
+    int n_seq_max; /* sequences at once; <= 0: 1; at most 4096 */
     int kv_type;   /* rf_kv_type; another value makes rf_context_new fail */
 } rf_context_params;
 
