@@ -116,7 +116,10 @@ static int bind(rf_model *m, rf_weight *w, const char *name, int64_t n_in, int64
     memset(w, 0, sizeof *w);
     if (!t) {
         if (!required) return 0;
-        rf_set_error("tensor %s is missing", name);
+        if (m->gguf->n_tensors == 0)
+            rf_set_error("tensor %s is missing: the file holds no tensors (a vocabulary-only file)", name);
+        else
+            rf_set_error("tensor %s is missing", name);
         return -1;
     }
     bool is_vec = n_out == 1;
