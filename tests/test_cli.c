@@ -120,6 +120,11 @@ int main(void) {
              "run -m %s -p hi -c 0 -b 0 --repeat-last-n -1 --temp -1 --top-p 1 --min-p 0 --top-k 0 -n 2 --device cpu",
              stories);
     CHECK(run(args) == 0, "-c 0 -b 0 --repeat-last-n -1 --temp -1 --top-p 1 --min-p 0 --top-k 0: %s", err_buf);
+    /* A run that fills its context says so, and one that stops at -n does not. */
+    snprintf(args, sizeof args, "run -m %s -p hi -c 8 -n 100 --temp 0", stories);
+    CHECK(run(args) == 0 && strstr(err_buf, "the context of 8 tokens is full"), "-c 8 -n 100: '%s'", err_buf);
+    snprintf(args, sizeof args, "run -m %s -p hi -c 8 -n 2 --temp 0", stories);
+    CHECK(run(args) == 0 && !strstr(err_buf, "is full"), "-c 8 -n 2: '%s'", err_buf);
     /* -h / --help after a command: its usage on stdout, exit 0; as a flag's value it is a value */
     CHECK(run("bench -h") == 0 && strstr(out_buf, "bench ") && strstr(out_buf, "comma-separated") &&
               !strstr(out_buf, "mkmodel") && !err_buf[0],

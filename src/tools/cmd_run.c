@@ -109,6 +109,7 @@ int cmd_run(int argc, char **argv) {
     rf_detok dt = {0};
     char piece[256];
     int n_gen = 0, pos = n;
+    bool full = false; /* the run stopped because the context had no position left */
     const struct rf_tokenizer *tk = m->tok;
     while (n_gen < a.n_predict) {
         const bool more = n_gen + 1 < a.n_predict && pos + 1 < n_ctx; /* a token after this one */
@@ -129,7 +130,10 @@ int cmd_run(int argc, char **argv) {
             fflush(stdout);
         }
         n_gen++;
-        if (!more) break;
+        if (!more) {
+            full = n_gen < a.n_predict;
+            break;
+        }
         pos++;
         if (rf_sampler_sample_async(s, c, 0)) {
             rf_fail("%s", rf_error());
@@ -141,6 +145,7 @@ int cmd_run(int argc, char **argv) {
     fputc('\n', stdout);
     fflush(stdout);
     double t2 = rf_time_s();
+    if (full) fprintf(stderr, "rocmforge: the context of %d tokens is full: generation stopped (raise -c)\n", n_ctx);
     fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.2f tokens/s)\n", n, t1 - t0, n / (t1 - t0));
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tokens/s)\n", n_gen, t2 - t1,
             n_gen > 0 ? n_gen / (t2 - t1) : 0.0);
