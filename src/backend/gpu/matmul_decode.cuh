@@ -610,11 +610,14 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
 #define MVT_Q4_0_B 3
 #define MVT_Q4_0_UN 4
 #endif
+/* EARLY: a warp refills its slot as soon as its units' dots are done, before the row's reduction
+ * and store (whole-model tg128 on an H200, 2026-11-28: 7B Q4_0 +0.8% over the refill after them;
+ * Q6_K X8's files lost 0.6%, so it keeps the late one). */
 template <class F> struct MvtTune {
-    enum { ON = 0, S = 3, B = 3, UN = 4 };
+    enum { ON = 0, S = 3, B = 3, UN = 4, EARLY = 0 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN };
+    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, EARLY = 1 };
 };
 /* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
@@ -629,7 +632,7 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 #define MVT_Q6_KX8_UN 2
 #endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, EARLY = 0 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
@@ -661,6 +664,30 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int n
     }
 }
 
+/* k_mvt is CUDA-only (sm_90+): warps of 32 lanes, a constant so that the loops over them unroll
+ * (the row's shuffle reduction as a loop over warpSize cost 7B Q4_0 tg128 1.2%, H200, 2026-11-28). */
+#define MVT_WS 32
+
+/* acc += this lane's units of the step in slot sp (unit k0 + lane + 32 u of the row, u < UN),
+ * in unit order. The first W units exist in every lane (the caller checked it), so they need no
+ * guard and their shared-memory loads can all issue before the first dot; the rest are guarded.
+ * A warp's row-to-row path is what k_mvt's streaming waits on: with the guards on every unit,
+ * each unit's loads waited for the previous unit's dot (7B Q4_0 tg128 +1.6% without them, H200,
+ * 2026-11-28). */
+template <class F, int UN, int W>
+__device__ __forceinline__ void mvt_units(float &acc, const uint8_t *sp, int k0, int lane, int nunits,
+                                          const uint8_t *xs, int64_t n_in) {
+MM_UNROLL
+    for (int u = 0; u < UN; u++) {
+        const int k = lane + u * MVT_WS;
+        if (u < W || k0 + k < nunits) {
+            typename F::Raw w;
+            F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
+            acc += F::dot(w, k0 + k, xs, n_in);
+        }
+    }
+}
+
 /* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
  * within a lane), for the formats MvtTune turns on, on sm_90+. The weights do not pass through
  * registers: every warp owns a ring of S = MvtTune<F>::S shared-memory slots of one step each (UN
@@ -680,8 +707,8 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     uint8_t *xs = (uint8_t *)mvp_smem4;
     xs += (64u - ((uint32_t)__cvta_generic_to_shared(xs) & 63u)) & 63u;
     float *red = (float *)(xs + mvp_x_bytes(F::F32X, n_in));
-    typedef typename F::Raw Raw;
-    const int ws = warpSize, nwarps = (int)blockDim.x / ws, wid = (int)threadIdx.x / ws;
+    constexpr int ws = MVT_WS;
+    const int nwarps = (int)blockDim.x / ws, wid = (int)threadIdx.x / ws;
     const int lane = (int)threadIdx.x % ws;
     const int sb = mvt_step_bytes(UN, ws, F::UPB, F::BB);
     uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * S * sb;
@@ -719,14 +746,15 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         if (t == 0) RF_STAMP(4);
         uint8_t *sp = ring + (size_t)slot * sb;
         const int k0 = s * UN * ws;
-MM_UNROLL
-        for (int u = 0; u < UN; u++) {
-            const int k = lane + u * ws;
-            if (k0 + k < nunits) {
-                Raw w;
-                F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
-                acc += F::dot(w, k0 + k, xs, n_in);
-            }
+        if (k0 + UN * ws <= nunits) /* a whole step */
+            mvt_units<F, UN, UN>(acc, sp, k0, lane, nunits, xs, n_in);
+        else if (UN % 2 == 0 && k0 + UN / 2 * ws <= nunits) /* half of one whole (1B: n_in 2048 at UN 4) */
+            mvt_units<F, UN, UN / 2>(acc, sp, k0, lane, nunits, xs, n_in);
+        else
+            mvt_units<F, UN, 0>(acc, sp, k0, lane, nunits, xs, n_in);
+        if (MvtTune<F>::EARLY) {
+            __syncwarp(); /* every lane is done with the slot */
+            if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
         }
         if (s == nsteps - 1) {
             for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
@@ -743,8 +771,10 @@ MM_UNROLL
         } else {
             s++;
         }
-        __syncwarp(); /* every lane is done with the slot */
-        if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
+        if (!MvtTune<F>::EARLY) {
+            __syncwarp();
+            if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
+        }
         if (++slot == S) slot = 0, parity ^= 1u;
     }
     RF_STAMP(5);
