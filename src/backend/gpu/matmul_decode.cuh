@@ -610,14 +610,15 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
 #define MVT_Q4_0_B 3
 #define MVT_Q4_0_UN 4
 #endif
-/* EARLY: a warp refills its slot as soon as its units' dots are done, before the row's reduction
- * and store (whole-model tg128 on an H200, 2026-11-28: 7B Q4_0 +0.8% over the refill after them;
- * Q6_K X8's files lost 0.6%, so it keeps the late one). */
+/* WHOLE: a step whose units all exist runs them without guards (mvt_units); EARLY: a warp refills
+ * its slot as soon as its units' dots are done, before the row's reduction and store. Whole-model
+ * tg128 on an H200, 2026-11-28: 7B Q4_0 +1.6% (WHOLE) and +0.8% more (EARLY); 7B Q4_K_M, whose
+ * Q6_K X8 parts take k_mvt, lost 0.1-0.4% with WHOLE and 0.6% with EARLY, so Q6_K X8 keeps both off. */
 template <class F> struct MvtTune {
-    enum { ON = 0, S = 3, B = 3, UN = 4, EARLY = 0 };
+    enum { ON = 0, S = 3, B = 3, UN = 4, WHOLE = 0, EARLY = 0 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, EARLY = 1 };
+    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, WHOLE = 1, EARLY = 1 };
 };
 /* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
@@ -632,7 +633,7 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 #define MVT_Q6_KX8_UN 2
 #endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, EARLY = 0 };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
@@ -746,9 +747,9 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         if (t == 0) RF_STAMP(4);
         uint8_t *sp = ring + (size_t)slot * sb;
         const int k0 = s * UN * ws;
-        if (k0 + UN * ws <= nunits) /* a whole step */
+        if (MvtTune<F>::WHOLE && k0 + UN * ws <= nunits) /* a whole step */
             mvt_units<F, UN, UN>(acc, sp, k0, lane, nunits, xs, n_in);
-        else if (UN % 2 == 0 && k0 + UN / 2 * ws <= nunits) /* half of one whole (1B: n_in 2048 at UN 4) */
+        else if (MvtTune<F>::WHOLE && UN % 2 == 0 && k0 + UN / 2 * ws <= nunits) /* half of one (1B: n_in 2048, UN 4) */
             mvt_units<F, UN, UN / 2>(acc, sp, k0, lane, nunits, xs, n_in);
         else
             mvt_units<F, UN, 0>(acc, sp, k0, lane, nunits, xs, n_in);
