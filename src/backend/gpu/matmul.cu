@@ -1262,7 +1262,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         const int twpb = MVP_THREADS / ctx->warp_size; /* k_mvt: blocks of MVP_THREADS */
         const size_t tsmem =
             mvt_smem_bytes(F::F32X, n_in, twpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
-        if (ctx->tma && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
+        if (ctx->tma && ctx->warp_size == MVT_WS && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
             mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, MVP_THREADS, tsmem) > 0)
             fn = k_mvt<F, T::UN>, smem = tsmem, threads = MVP_THREADS, wpb = twpb;
     }
