@@ -15,6 +15,8 @@
 #            summarized by scripts/phase_timeline.py (and per block by scripts/phase_blocks.py)
 #   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
 #            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
+#   bound:   tg128 of AB_FILES (default 7B Q4_0 and Q4_K_M), this tree against a second build with
+#            -DRF_BOUND_NODOT (build-bound/: the decode matvecs skip their dots; timing only)
 #   vsbase:  tg128 of AB_FILES, this tree against the snapshot in .dev/snap (built into build-base/;
 #            `sh scripts/device-prepare.sh snap REV` makes it), ALT alternations (default 2)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
@@ -101,6 +103,23 @@ tgab)
         for envset in ${AB_ENVS:-RF_MM_MVP=0 RF_MM_PDL_GRAPH=0 RF_MM_PDL=0 X=default}; do
             log "tg128 $ft $envset"
             env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
+        done
+    done
+    ;;
+bound)
+    make -j16 BUILD=build-bound NVCCFLAGS=-DRF_BOUND_NODOT RF_COMMIT="${RF_COMMIT:-tree}-bound" build-bound/rocmforge \
+        > "$OUT/bound-build.log" 2>&1 || { tail -20 "$OUT/bound-build.log"; continue; }
+    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
+    for ft in ${AB_FILES:-7b-q4_0 7b-q4_k_m}; do
+        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
+        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
+        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
+        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        for rep in $(seq 1 ${ALT:-2}); do
+            for b in build build-bound; do
+                log "tg128 $ft $b (alternation $rep)"
+                $b/rocmforge bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
+            done
         done
     done
     ;;

@@ -473,6 +473,23 @@ MM_UNROLL
  * of quantized. A non-finite x * norm_w makes the whole block compute its rows in f32 from x
  * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels.
  * mvp_block is the body, for the launch's blocks from blk0 on (k_mvp: all of them; k_mvp2). */
+/* RF_BOUND_NODOT (a timing-only build, `scripts/device-run.sh bound`): the decode matvecs read
+ * each unit's weights as usual and skip its dot, so a step's time without the consumers' work
+ * bounds what a faster unit or a shorter row path can gain (docs/PERF.md, forty-second session).
+ * Its outputs are meaningless. */
+#ifdef RF_BOUND_NODOT
+template <class R> __device__ __forceinline__ float mm_bound_nodot(const R &w) {
+    const uint32_t *p = (const uint32_t *)&w;
+    uint32_t v = 0;
+MM_UNROLL
+    for (int i = 0; i < (int)(sizeof w / 4); i++) v ^= p[i];
+    return (float)(v & 1u);
+}
+#define MM_UNIT_DOT(F, w, k, xs, n_in) mm_bound_nodot(w)
+#else
+#define MM_UNIT_DOT(F, w, k, xs, n_in) F::dot(w, k, xs, n_in)
+#endif
+
 template <class F, int UN, int PAIR>
 __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw, int64_t row_bytes,
                                           int64_t n_in, const float *__restrict__ x, const float *__restrict__ norm_w,
@@ -540,7 +557,7 @@ MM_UNROLL
 MM_UNROLL
         for (int u = 0; u < UN; u++) {
             const int k = k0 + u * ws;
-            if (k < nunits) acc += F::dot(cur[u], k, xs, n_in);
+            if (k < nunits) acc += MM_UNIT_DOT(F, cur[u], k, xs, n_in);
         }
         if (s == nsteps - 1) {
             for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
@@ -684,7 +701,7 @@ MM_UNROLL
         if (u < W || k0 + k < nunits) {
             typename F::Raw w;
             F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
-            acc += F::dot(w, k0 + k, xs, n_in);
+            acc += MM_UNIT_DOT(F, w, k0 + k, xs, n_in);
         }
     }
 }
