@@ -28,6 +28,9 @@ log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 date -u +%FT%TZ > "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/summary.txt"
 export CFLAGS="-I$PWD/.dev/pcre2/include" LDFLAGS="-L$PWD/.dev/pcre2/lib"
+# SAN here switches the sanitizer steps of `test`; the Makefile's own SAN (an AddressSanitizer
+# build in build-san/) must not see it, or build/ gets no binaries.
+SAN_STEPS=${SAN:-1}; unset SAN
 # This tree's commit as scripts/device-prepare.sh saw it (the device's .git may be older).
 [ -f .dev/tree-commit ] && export RF_COMMIT="$(cat .dev/tree-commit)"
 echo "tree: ${RF_COMMIT:-$(git describe --always --dirty --abbrev=8 2>/dev/null)}" >> "$OUT/summary.txt"
@@ -44,7 +47,7 @@ test)
     log "model tests on the GPU (test_model with ROCMFORGE_TEST_DEVICE=gpu)"
     ROCMFORGE_TEST_DEVICE=gpu build/tests/test_model > "$OUT/test-model-gpu.log" 2>&1
     grep -E " gpu |FAIL|RESULT|batched" "$OUT/test-model-gpu.log" | tee -a "$OUT/summary.txt"
-    [ "${SAN:-1}" = 0 ] && continue
+    [ "$SAN_STEPS" = 0 ] && continue
     # Sanitizers on the kernel groups with reduced shapes (racecheck on the sampler's full sort
     # is too slow for one call, so the groups are split).
     for spec in "memcheck kernels" "racecheck embed,rmsnorm,rope,attention,elementwise" "racecheck sampler,graph"; do
