@@ -38,6 +38,16 @@ make -j16 > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "warning" "$OUT/build.log" | head -5
 BIN=build/rocmforge
 
+# model_file TAG-TYPE (1b-q4_0, 7b-f16, ...): f = its mkmodel file under /tmp/rfm, made on first use
+# (the 1B and Llama-2-7B shapes, random weights, the Llama 2 vocabulary).
+model_file() {
+    local tag=${1%%-*} t=${1#*-} shape
+    if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
+    else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
+    mkdir -p /tmp/rfm; f=/tmp/rfm/$1.gguf
+    [ -f $f ] || $BIN mkmodel -o $f --vocab .dev/shared/vocab/ggml-vocab-llama-spm.gguf --type $t $shape 2>>"$OUT/mkmodel.log"
+}
+
 for stage in "$@"; do
 case $stage in
 test)
@@ -63,16 +73,10 @@ test)
     ;;
 bench|bench7b)
     nvcc -O2 -o build/gpu_bandwidth tools/gpu_bandwidth.cu && build/gpu_bandwidth 4 | tee -a "$OUT/summary.txt"
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf
-    M=/tmp/rfm; mkdir -p $M
-    if [ $stage = bench ]; then
-        shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"; tag=1b; types="${TYPES:-f16 q8_0 q4_0 q4_k_m}"
-    else
-        shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; tag=7b; types="${TYPES7:-f16 q8_0 q4_0 q4_k_m}"
-    fi
+    if [ $stage = bench ]; then tag=1b; types="${TYPES:-f16 q8_0 q4_0 q4_k_m}"
+    else tag=7b; types="${TYPES7:-f16 q8_0 q4_0 q4_k_m}"; fi
     for t in $types; do
-        f=$M/$tag-$t.gguf
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $tag-$t
         log "bench $tag $t ($(stat -c %s $f) bytes)"
         $BIN bench -m $f -p 512 -n 128 -r ${REPS:-3} 2>>"$OUT/bench-err.log" | tee -a "$OUT/bench.md" | grep "^| " | tail -2 | tee -a "$OUT/summary.txt"
     done
@@ -97,12 +101,8 @@ ncu)
     done
     ;;
 tgab)
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${AB_FILES:-1b-q4_k_m}; do
-        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
-        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
-        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $ft
         for envset in ${AB_ENVS:-RF_MM_MVP=0 RF_MM_PDL_GRAPH=0 RF_MM_PDL=0 X=default}; do
             log "tg128 $ft $envset"
             env $envset $BIN bench -m $f -p 0 -n 128 -r ${REPS:-2} 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
@@ -112,12 +112,8 @@ tgab)
 bound)
     make -j16 BUILD=build-bound NVCCFLAGS=-DRF_BOUND_NODOT RF_COMMIT="${RF_COMMIT:-tree}-bound" build-bound/rocmforge \
         > "$OUT/bound-build.log" 2>&1 || { tail -20 "$OUT/bound-build.log"; continue; }
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${AB_FILES:-7b-q4_0 7b-q4_k_m}; do
-        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
-        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
-        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $ft
         for rep in $(seq 1 ${ALT:-2}); do
             for b in build build-bound; do
                 log "tg128 $ft $b (alternation $rep)"
@@ -131,12 +127,8 @@ vsbase)
     ( cd .dev/snap && make -j16 BUILD="$OLDPWD/build-base" RF_COMMIT="$(cat .commit 2>/dev/null || echo snapshot)" \
         "$OLDPWD/build-base/rocmforge" ) > "$OUT/build-base.log" 2>&1 ||
         { tail -20 "$OUT/build-base.log"; continue; }
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${AB_FILES:-7b-q4_k_m}; do
-        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
-        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
-        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $ft
         for rep in $(seq 1 ${ALT:-2}); do
             for b in build-base build; do
                 log "tg128 $ft $b (alternation $rep)"
@@ -149,12 +141,8 @@ trace)
     CUPTI_DIR=${CUPTI_DIR:-$PWD/.dev/cupti}
     nvcc -shared -Xcompiler -fPIC -I/usr/local/cuda/extras/CUPTI/include -o build/kernel_trace.so tools/kernel_trace.c -L"$CUPTI_DIR" -lcupti \
         -Xlinker -rpath,"$CUPTI_DIR" > "$OUT/trace-build.log" 2>&1 || { cat "$OUT/trace-build.log"; continue; }
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${TRACE_FILES:-1b-f16 7b-q4_0 7b-q4_k_m}; do
-        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
-        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
-        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $ft
         log "trace tg128 $ft"
         CUDA_INJECTION64_PATH=$PWD/build/kernel_trace.so RF_TRACE_OUT="$OUT/trace-$ft.txt" \
             $BIN bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" | grep "^| " | tail -1 | tee -a "$OUT/summary.txt"
@@ -164,12 +152,8 @@ trace)
 stamps)
     make -j16 BUILD=build-stamps NVCCFLAGS=-DRF_PHASE_STAMPS CFLAGS="$CFLAGS -DRF_PHASE_STAMPS" \
         build-stamps/rocmforge > "$OUT/stamps-build.log" 2>&1 || { tail -20 "$OUT/stamps-build.log"; continue; }
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
     for ft in ${STAMP_FILES:-7b-q4_0 1b-f16}; do
-        tag=${ft%%-*}; t=${ft#*-}; f=$M/$ft.gguf
-        if [ $tag = 1b ]; then shape="--n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192"
-        else shape="--n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; fi
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t $shape 2>>"$OUT/mkmodel.log"
+        model_file $ft
         log "phase stamps tg128 $ft"
         mkdir -p /tmp/stamps-$ft
         RF_STAMPS_OUT=/tmp/stamps-$ft build-stamps/rocmforge bench -m $f -p 0 -n 128 -r 1 2>>"$OUT/bench-err.log" |
@@ -180,12 +164,8 @@ stamps)
     done
     ;;
 longctx)
-    V=.dev/shared/vocab/ggml-vocab-llama-spm.gguf; M=/tmp/rfm; mkdir -p $M
-    for spec in "1b f16 --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192" \
-                "7b q4_k_m --n-embd 4096 --n-layer 32 --n-head 32 --n-ff 11008"; do
-        set -- $spec; tag=$1; t=$2; shift 2
-        f=$M/$tag-$t.gguf
-        [ -f $f ] || $BIN mkmodel -o $f --vocab $V --type $t "$@" 2>>"$OUT/mkmodel.log"
+    for ft in 1b-f16 7b-q4_k_m; do
+        model_file $ft; tag=${ft%%-*}; t=${ft#*-}
         for d in 512 8192 32768; do
             for kv in ${KVTYPES:-f16}; do
                 log "tg128 at depth $d, $tag $t, K/V cache $kv"
