@@ -16,7 +16,8 @@
 #   tgab:    tg128 of the files in AB_FILES (tag-type, e.g. "1b-q4_k_m 7b-q4_k_m") with the
 #            decode matvec variants selected by environment (RF_MM_MVP=0, RF_MM_PDL_GRAPH=0, default)
 #   bound:   tg128 of AB_FILES (default 7B Q4_0 and Q4_K_M), this tree against a second build with
-#            -DRF_BOUND_NODOT (build-bound/: the decode matvecs skip their dots; timing only)
+#            BOUND_FLAGS (build-bound/; default -DRF_BOUND_NODOT: the decode matvecs skip their dots;
+#            -DRF_BOUND_NOYREAD: their accumulating stores skip reading y; timing only)
 #   vsbase:  tg128 of AB_FILES, this tree against the snapshot in .dev/snap (built into build-base/;
 #            `sh scripts/device-prepare.sh snap REV` makes it), ALT alternations (default 2)
 # Needs models/golden/vocab copied under .dev/shared (scripts/device-prepare.sh does it here).
@@ -110,7 +111,8 @@ tgab)
     done
     ;;
 bound)
-    make -j16 BUILD=build-bound NVCCFLAGS=-DRF_BOUND_NODOT RF_COMMIT="${RF_COMMIT:-tree}-bound" build-bound/rocmforge \
+    rm -f build-bound/obj/src/backend/gpu/*.cu.o # (the flags may differ from the last call's)
+    make -j16 BUILD=build-bound NVCCFLAGS="${BOUND_FLAGS:--DRF_BOUND_NODOT}" RF_COMMIT="${RF_COMMIT:-tree}-bound" build-bound/rocmforge \
         > "$OUT/bound-build.log" 2>&1 || { tail -20 "$OUT/bound-build.log"; continue; }
     for ft in ${AB_FILES:-7b-q4_0 7b-q4_k_m}; do
         model_file $ft

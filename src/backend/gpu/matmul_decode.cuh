@@ -489,6 +489,12 @@ MM_UNROLL
 #else
 #define MM_UNIT_DOT(F, w, k, xs, n_in) F::dot(w, k, xs, n_in)
 #endif
+/* RF_BOUND_NOYREAD (timing only, as above): an accumulating row's store does not read y first. */
+#ifdef RF_BOUND_NOYREAD
+#define MM_ROW_STORE(yp, v, accum) (*(yp) = (v))
+#else
+#define MM_ROW_STORE(yp, v, accum) (*(yp) = (accum) ? *(yp) + (v) : (v))
+#endif
 
 template <class F, int UN, int PAIR>
 __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw, int64_t row_bytes,
@@ -568,7 +574,7 @@ MM_UNROLL
                 const int64_t o = r - J.row0;
                 float *yp = J.y + o;
                 const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
-                *yp = accum ? *yp + v : v;
+                MM_ROW_STORE(yp, v, accum);
             }
             acc = 0.0f;
         }
@@ -782,7 +788,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
                 const int64_t o = r - J.row0;
                 float *yp = J.y + o;
                 const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
-                *yp = accum ? *yp + v : v;
+                MM_ROW_STORE(yp, v, accum);
             }
             acc = 0.0f;
             s = 0, r++;
