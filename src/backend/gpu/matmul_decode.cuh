@@ -489,11 +489,20 @@ MM_UNROLL
 #else
 #define MM_UNIT_DOT(F, w, k, xs, n_in) F::dot(w, k, xs, n_in)
 #endif
-/* RF_BOUND_NOYREAD (timing only, as above): an accumulating row's store does not read y first. */
-#ifdef RF_BOUND_NOYREAD
+/* A row's store by lane 0: y = v, or y += v when accumulating (the output and down projections
+ * add into the residual). On CUDA the accumulate is a reduction (red.global.add.f32), which returns
+ * nothing, so lane 0 does not wait an L2 round trip for y's old value before the warp goes on to its
+ * next row. Each row has one writer per launch, so y + v is rounded once, to nearest, as a read,
+ * add and write round it; the reduction flushes subnormal operands and results to zero, which the
+ * CPU reference does not (values below 2^-126: not a residual's). HIP keeps the read, add and write
+ * (a float reduction to global memory is a compare-and-swap loop on RDNA).
+ * RF_BOUND_NOYREAD (timing only, as above): an accumulating row's store does not read y first. */
+#if defined(RF_BOUND_NOYREAD)
 #define MM_ROW_STORE(yp, v, accum) (*(yp) = (v))
-#else
+#elif defined(MM_HIP)
 #define MM_ROW_STORE(yp, v, accum) (*(yp) = (accum) ? *(yp) + (v) : (v))
+#else
+#define MM_ROW_STORE(yp, v, accum) ((accum) ? (void)atomicAdd((yp), (v)) : (void)(*(yp) = (v)))
 #endif
 
 template <class F, int UN, int PAIR>
