@@ -1312,19 +1312,29 @@ static bool mvp_few_rows(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int 
     return rpw1 <= 2 && rpw2 == rpw1;
 }
 
+/* What k_mvp<F> in blocks of `threads` needs of a group of nouts outputs (shared by mvp_try and
+ * each half of mvp2_try): the decode matvecs on, int8 formats only without RF_MM_F32_MV; n_in a
+ * whole number of row steps (and of 32-element blocks for the int8 formats); the staged x within
+ * MV_SMEM_MAX; x and norm_w 16-byte aligned; unit indices that fit an int; every W aligned to F::A. */
+template <class F>
+static bool mvp_group_ok(const rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in,
+                         const float *x, const float *norm_w, int threads) {
+    if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || nouts < 1 || nouts > MV_MAX_OUTS || n_in <= 0 ||
+        n_in % mm_row_step<F>() || (!F::F32X && n_in % 32) || n_in % 8 ||
+        mvp_smem_bytes(F::F32X, n_in, threads) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
+        (norm_w && (uintptr_t)norm_w % 16) || n_in / (F::QK / F::UPB) > INT32_MAX)
+        return false;
+    for (int i = 0; i < nouts; i++)
+        if ((uintptr_t)outs[i].w % F::A) return false;
+    return true;
+}
+
 /* k_mvp for one group of same-format outputs. Returns 1 done, 0 ineligible, -1 error. Eligible:
- * n == 1, x and norm_w 16-byte aligned, n_in % mm_row_step<F>() == 0 (and % 32 for the int8
- * formats), the staged x within MV_SMEM_MAX, every W aligned to F::A; int8 formats only without RF_MM_F32_MV. */
+ * n == 1 and mvp_group_ok; with ctx->pair (the swiglu pairing), a plain format and two outputs. */
 template <class F, int UN>
 static int mvp_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, int64_t n_in, const float *x, int n,
                    const float *norm_w, float eps, int accum) {
-    if (!ctx->mvp || ctx->legacy_mv || (!F::F32X && ctx->f32_mv) || n != 1 || nouts < 1 || nouts > MV_MAX_OUTS ||
-        n_in <= 0 || n_in % mm_row_step<F>() ||
-        (!F::F32X && n_in % 32) || n_in % 8 || mvp_smem_bytes(F::F32X, n_in, MvpThreads<F>::N) > MV_SMEM_MAX || (uintptr_t)x % 16 ||
-        (norm_w && (uintptr_t)norm_w % 16) || n_in / (F::QK / F::UPB) > INT32_MAX)
-        return 0;
-    for (int i = 0; i < nouts; i++)
-        if ((uintptr_t)outs[i].w % F::A) return 0;
+    if (n != 1 || !mvp_group_ok<F>(ctx, outs, nouts, n_in, x, norm_w, MvpThreads<F>::N)) return 0;
     if (ctx->pair && (!F::F32X || nouts != 2 || outs[0].n_out <= 0)) return 0;
     MvJobs jobs;
     const int64_t rows = mv_jobs(outs, nouts, 1, &jobs);
@@ -1525,21 +1535,16 @@ static int mvq_try_type(rf_gpu_matmul_ctx *ctx, uint32_t type, const rf_gpu_mm_o
 
 /* k_mvp2<FA, UA, FB, UB> over outputs a (format FA) and b (FB), n = 1. Returns 1 done, 0 ineligible
  * (the caller then launches per format), -1 error. Eligible where k_mvp would take each group
- * (mvp_try's conditions). The grid is one resident wave; its blocks are split between the two
+ * (mvp_group_ok). The grid is one resident wave; its blocks are split between the two
  * groups so that the larger of the two bytes per warp (rows per warp x row bytes) is smallest
  * (weighing the Q6_K X8 bytes 1.25 or 1.5 times cost 7B Q4_K_M 0.6%, H200, docs/PERF.md). */
 template <class FA, int UA, class FB, int UB>
 static int mvp2_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *a, int na, const rf_gpu_mm_out *b, int nb,
                     int64_t n_in, const float *x, const float *norm_w, float eps, int accum) {
     const size_t smem = mvp_smem_bytes(0, n_in, MVP_THREADS);
-    if (!ctx->mvp || ctx->legacy_mv || ctx->f32_mv || n_in <= 0 || n_in % 32 || n_in % mm_row_step<FA>() ||
-        n_in % mm_row_step<FB>() || smem > MV_SMEM_MAX || (uintptr_t)x % 16 || (norm_w && (uintptr_t)norm_w % 16) ||
-        n_in / (FA::QK / FA::UPB) > INT32_MAX || n_in / (FB::QK / FB::UPB) > INT32_MAX)
+    if (!mvp_group_ok<FA>(ctx, a, na, n_in, x, norm_w, MVP_THREADS) ||
+        !mvp_group_ok<FB>(ctx, b, nb, n_in, x, norm_w, MVP_THREADS))
         return 0;
-    for (int i = 0; i < na; i++)
-        if ((uintptr_t)a[i].w % FA::A) return 0;
-    for (int i = 0; i < nb; i++)
-        if ((uintptr_t)b[i].w % FB::A) return 0;
     MvJobs ja, jb;
     const int64_t rows_a = mv_jobs(a, na, 1, &ja), rows_b = mv_jobs(b, nb, 1, &jb);
     if (rows_a <= 0 || rows_b <= 0) return 0;
