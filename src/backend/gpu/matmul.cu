@@ -1261,7 +1261,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         static_assert(!F::PREP, "k_mvt loads each unit inside its guard and runs no prep");
         const int twpb = MVP_THREADS / ctx->warp_size; /* k_mvt: blocks of MVP_THREADS */
         const size_t tsmem =
-            mvt_smem_bytes(F::F32X, n_in, twpb, T::S, mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
+            mvt_smem_bytes(F::F32X, n_in, twpb, T::S, T::P * mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
         if (ctx->tma && ctx->warp_size == MVT_WS && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
             mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, MVP_THREADS, tsmem) > 0)
             fn = k_mvt<F, T::UN>, smem = tsmem, threads = MVP_THREADS, wpb = twpb;

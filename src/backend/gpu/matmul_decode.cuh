@@ -637,20 +637,25 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
  * (7B 372 -> 362, 1B 1407 -> 1375), Q4_K (7B Q4_K_M 430 -> 410) and F16 (1B F16 1050 -> 1000) were
  * slower, so they stay on k_mvp. A format needs 16-byte multiples per block (every step's bytes
  * are one bulk copy). */
+/* P: rows per ring slot. With P = 2 a slot holds one step (UN units per lane) of two rows and each
+ * unit's x is read from shared memory once for both, which halves the x reads per row (the staged
+ * x is ~2/3 of a row's shared-memory wavefronts). 3 / 3 / 2 with P = 2 against 3 / 3 / 4 with
+ * P = 1, the same slot bytes (whole-model tg128, H200, 2026-11-28): 7B Q4_0 +0.7%, 1B Q4_0 +2.1%. */
 #ifndef MVT_Q4_0_S /* (overridable for benchmarks) */
 #define MVT_Q4_0_S 3
 #define MVT_Q4_0_B 3
-#define MVT_Q4_0_UN 4
+#define MVT_Q4_0_UN 2
+#define MVT_Q4_0_P 2
 #endif
 /* WHOLE: a step whose units all exist runs them without guards (mvt_units); EARLY: a warp refills
  * its slot as soon as its units' dots are done, before the row's reduction and store. Whole-model
  * tg128 on an H200, 2026-11-28: 7B Q4_0 +1.6% (WHOLE) and +0.8% more (EARLY); 7B Q4_K_M, whose
  * Q6_K X8 parts take k_mvt, lost 0.1-0.4% with WHOLE and 0.6% with EARLY, so Q6_K X8 keeps both off. */
 template <class F> struct MvtTune {
-    enum { ON = 0, S = 3, B = 3, UN = 4, WHOLE = 0, EARLY = 0 };
+    enum { ON = 0, S = 3, B = 3, UN = 4, WHOLE = 0, EARLY = 0, P = 1 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, WHOLE = 1, EARLY = 1 };
+    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, WHOLE = 1, EARLY = 1, P = MVT_Q4_0_P };
 };
 /* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
@@ -665,7 +670,7 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 #define MVT_Q6_KX8_UN 2
 #endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0 };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0, P = 1 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
@@ -684,16 +689,32 @@ struct MvtNext {
     const uint8_t *w;
     int64_t r;
     int s, j;
+    const uint8_t *wb; /* P = 2: row r + 1's bytes (NULL past the warp's rows) */
 };
-__device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int nsteps, int64_t row_bytes, int sb,
-                                          uint8_t *dst, uint64_t *bar) {
+/* Row r's bytes; *j (its job) moves forward from where it is. */
+__device__ __forceinline__ const uint8_t *mvt_row_w(const MvJobs &jobs, int64_t r, int *j, int64_t row_bytes) {
+    while (*j + 1 < jobs.n && r >= jobs.j[*j + 1].row0) (*j)++;
+    return jobs.j[*j].w + (r - jobs.j[*j].row0) * row_bytes;
+}
+/* P = 2: a slot holds step s of rows r and r + 1 (sb bytes each), one barrier phase for both. */
+template <int P>
+__device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int64_t r1, int nsteps, int64_t row_bytes,
+                                          int sb, uint8_t *dst, uint64_t *bar) {
     const int64_t left = row_bytes - (int64_t)it.s * sb;
-    mm_bulk_load(dst, it.w + (int64_t)it.s * sb, (uint32_t)(left < sb ? left : sb), bar);
+    const uint32_t n = (uint32_t)(left < sb ? left : sb);
+    if (P == 1)
+        mm_bulk_load(dst, it.w + (int64_t)it.s * sb, n, bar);
+    else
+        mm_bulk_load2(dst, it.w + (int64_t)it.s * sb, n, dst + sb, it.wb ? it.wb + (int64_t)it.s * sb : it.w,
+                      it.wb ? n : 0u, bar);
     if (++it.s == nsteps) {
         it.s = 0;
-        it.r++;
-        while (it.j + 1 < jobs.n && it.r >= jobs.j[it.j + 1].row0) it.j++;
-        it.w = jobs.j[it.j].w + (it.r - jobs.j[it.j].row0) * row_bytes;
+        it.r += P;
+        it.w = mvt_row_w(jobs, it.r, &it.j, row_bytes);
+        if (P == 2) {
+            int j = it.j;
+            it.wb = it.r + 1 < r1 ? mvt_row_w(jobs, it.r + 1, &j, row_bytes) : NULL;
+        }
     }
 }
 
@@ -702,14 +723,14 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int n
 #define MVT_WS 32
 
 /* acc += this lane's units of the step in slot sp (unit k0 + lane + 32 u of the row, u < UN),
- * in unit order. The first W units exist in every lane (the caller checked it), so they need no
+ * in unit order; with NR = 2 also acc_b += those of the slot's second row (at sp + sb). The first W units exist in every lane (the caller checked it), so they need no
  * guard and their shared-memory loads can all issue before the first dot; the rest are guarded.
  * A warp's row-to-row path is what k_mvt's streaming waits on: with the guards on every unit,
  * each unit's loads waited for the previous unit's dot (7B Q4_0 tg128 +1.6% without them, H200,
  * 2026-11-28). */
-template <class F, int UN, int W>
-__device__ __forceinline__ void mvt_units(float &acc, const uint8_t *sp, int k0, int lane, int nunits,
-                                          const uint8_t *xs, int64_t n_in) {
+template <class F, int UN, int W, int NR>
+__device__ __forceinline__ void mvt_units(float &acc, float &acc_b, const uint8_t *sp, int sb, int k0, int lane,
+                                          int nunits, const uint8_t *xs, int64_t n_in) {
 MM_UNROLL
     for (int u = 0; u < UN; u++) {
         const int k = lane + u * MVT_WS;
@@ -717,25 +738,53 @@ MM_UNROLL
             typename F::Raw w;
             F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
             acc += MM_UNIT_DOT(F, w, k0 + k, xs, n_in);
+            if (NR == 2) { /* the second row of the slot: the same x, read once (the loads are common) */
+                F::load(sp + sb + (k / F::UPB) * F::BB, k % F::UPB, w);
+                acc_b += MM_UNIT_DOT(F, w, k0 + k, xs, n_in);
+            }
         }
+    }
+}
+/* A step's units for one row (nr 1) or two (nr 2, P = 2 only). */
+template <class F, int UN, int W, int P>
+__device__ __forceinline__ void mvt_step(int nr, float &acc, float &acc_b, const uint8_t *sp, int sb, int k0, int lane,
+                                         int nunits, const uint8_t *xs, int64_t n_in) {
+    if (P == 2 && nr == 2)
+        mvt_units<F, UN, W, 2>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+    else
+        mvt_units<F, UN, W, 1>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+}
+/* The end of row r: the warp's sum of acc, lane 0's store (*jb: r's job, moved forward). */
+__device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &jobs, int *jb, int64_t r, float out_scale,
+                                            int accum) {
+    for (int off = MVT_WS / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
+    if (lane == 0) {
+        while (*jb + 1 < jobs.n && r >= jobs.j[*jb + 1].row0) (*jb)++;
+        const MvJob &J = jobs.j[*jb];
+        const int64_t o = r - J.row0;
+        float *yp = J.y + o;
+        const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
+        MM_ROW_STORE(yp, v, accum);
     }
 }
 
 /* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
  * within a lane), for the formats MvtTune turns on, on sm_90+. The weights do not pass through
  * registers: every warp owns a ring of S = MvtTune<F>::S shared-memory slots of one step each (UN
- * units per lane, mvt_step_bytes), lane 0 keeps S steps in flight as bulk copies (the first ones
- * issued before the grid dependency wait and the x staging), the lanes read their units from the slot
- * once its barrier completes, and lane 0 refills the slot after a __syncwarp. Extra contract:
- * row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared memory mvt_smem_bytes(F::F32X,
- * n_in, blockDim.x / warpSize, S, step bytes); every copy issued is waited for before exit. */
+ * units per lane, mvt_step_bytes) of P = MvtTune<F>::P rows (the warp's rows taken in pairs when
+ * P = 2, the last one alone when the warp has an odd number), lane 0 keeps S slots in flight as bulk
+ * copies (the first ones issued before the grid dependency wait and the x staging), the lanes read
+ * their units from the slot once its barrier completes, and lane 0 refills the slot after a
+ * __syncwarp. Extra contract: row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared
+ * memory mvt_smem_bytes(F::F32X, n_in, blockDim.x / warpSize, S, P x step bytes); every copy issued
+ * is waited for before exit. */
 template <class F, int UN>
 __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     k_mvt(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
     RF_STAMPS_BEGIN;
-    enum { S = MvtTune<F>::S };
+    enum { S = MvtTune<F>::S, P = MvtTune<F>::P };
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
     xs += (64u - ((uint32_t)__cvta_generic_to_shared(xs) & 63u)) & 63u;
@@ -744,19 +793,24 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     const int nwarps = (int)blockDim.x / ws, wid = (int)threadIdx.x / ws;
     const int lane = (int)threadIdx.x % ws;
     const int sb = mvt_step_bytes(UN, ws, F::UPB, F::BB);
-    uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * S * sb;
-    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * sb) + wid * S;
+    uint8_t *ring = xs + mvt_ring_off(F::F32X, n_in) + (size_t)wid * S * P * sb;
+    uint64_t *bar = (uint64_t *)(xs + mvt_ring_off(F::F32X, n_in) + (size_t)nwarps * S * P * sb) + wid * S;
     const int64_t r0 = ((int64_t)blockIdx.x * nwarps + wid) * rpw;
     const int64_t r1 = r0 + rpw < rows ? r0 + rpw : rows;
     const int nunits = (int)(n_in / (F::QK / F::UPB));
     const int nsteps = (nunits + UN * ws - 1) / (UN * ws);
-    const int64_t nt = r0 < r1 ? (r1 - r0) * nsteps : 0;
+    const int64_t nt = r0 < r1 ? (r1 - r0 + P - 1) / P * nsteps : 0;
     const int64_t pre = nt < S ? nt : S;
     int jb = r0 < r1 ? mvp_job(jobs, r0) : 0;
-    MvtNext it = {r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL, r0, 0, jb};
+    MvtNext it = {r0 < r1 ? jobs.j[jb].w + (r0 - jobs.j[jb].row0) * row_bytes : NULL, r0, 0, jb, NULL};
+    if (P == 2 && r0 + 1 < r1) {
+        int j = jb;
+        it.wb = mvt_row_w(jobs, r0 + 1, &j, row_bytes);
+    }
     if (lane == 0) {
         for (int i = 0; i < S; i++) mm_mbar_init(bar + i);
-        for (int t = 0; t < (int)pre; t++) mvt_issue(it, jobs, nsteps, row_bytes, sb, ring + (size_t)t * sb, bar + t);
+        for (int t = 0; t < (int)pre; t++)
+            mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, ring + (size_t)t * P * sb, bar + t);
     }
     __syncwarp();
     mm_grid_dep_launch(); /* before the wait: see k_mvp */
@@ -770,43 +824,36 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         for (int64_t t = 0; t < pre; t++) mm_mbar_wait(bar + t, 0); /* no copy may outlive the block */
         return;
     }
-    float acc = 0.0f;
+    float acc = 0.0f, acc_b = 0.0f;
     int s = 0, slot = 0;
     uint32_t parity = 0;
     int64_t r = r0;
     for (int64_t t = 0; t < nt; t++) {
         mm_mbar_wait(bar + slot, parity);
         if (t == 0) RF_STAMP(4);
-        uint8_t *sp = ring + (size_t)slot * sb;
-        const int k0 = s * UN * ws;
+        uint8_t *sp = ring + (size_t)slot * P * sb;
+        const int k0 = s * UN * ws, nr = P == 2 && r + 1 < r1 ? 2 : 1;
         if (MvtTune<F>::WHOLE && k0 + UN * ws <= nunits) /* a whole step */
-            mvt_units<F, UN, UN>(acc, sp, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, UN, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
         else if (MvtTune<F>::WHOLE && UN % 2 == 0 && k0 + UN / 2 * ws <= nunits) /* half of one (1B: n_in 2048, UN 4) */
-            mvt_units<F, UN, UN / 2>(acc, sp, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, UN / 2, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
         else
-            mvt_units<F, UN, 0>(acc, sp, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, 0, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
         if (MvtTune<F>::EARLY) {
             __syncwarp(); /* every lane is done with the slot */
-            if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
+            if (lane == 0 && t + S < nt) mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, sp, bar + slot);
         }
         if (s == nsteps - 1) {
-            for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
-            if (lane == 0) {
-                while (jb + 1 < jobs.n && r >= jobs.j[jb + 1].row0) jb++;
-                const MvJob &J = jobs.j[jb];
-                const int64_t o = r - J.row0;
-                float *yp = J.y + o;
-                const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
-                MM_ROW_STORE(yp, v, accum);
-            }
-            acc = 0.0f;
-            s = 0, r++;
+            mvt_row_end(acc, lane, jobs, &jb, r, out_scale, accum);
+            if (nr == 2) mvt_row_end(acc_b, lane, jobs, &jb, r + 1, out_scale, accum);
+            acc = acc_b = 0.0f;
+            s = 0, r += P;
         } else {
             s++;
         }
         if (!MvtTune<F>::EARLY) {
             __syncwarp();
-            if (lane == 0 && t + S < nt) mvt_issue(it, jobs, nsteps, row_bytes, sb, sp, bar + slot);
+            if (lane == 0 && t + S < nt) mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, sp, bar + slot);
         }
         if (++slot == S) slot = 0, parity ^= 1u;
     }

@@ -65,10 +65,19 @@ __device__ __forceinline__ void mm_mbar_init(uint64_t *bar) {
     __trap();
 #endif
 }
-__device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+/* One arrival on bar that expects `bytes` more transaction bytes in the current phase. */
+__device__ __forceinline__ void mm_mbar_arrive_expect(uint64_t *bar, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mm_smem_u32(bar)), "r"(bytes)
                  : "memory");
+#else
+    (void)bar, (void)bytes;
+    __trap();
+#endif
+}
+/* One bulk copy whose bytes complete on bar (its arrival is mm_mbar_arrive_expect's). */
+__device__ __forceinline__ void mm_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Weights: evict-first in L2, as MM_LDW (matmul_decoders.cuh). The operand is the 64-bit L2
      * cache-policy encoding of evict-first (the constant CUTLASS names CacheHintSm90::EVICT_FIRST),
      * which saves a createpolicy per copy; a createpolicy.fractional.L2::evict_first policy works as
@@ -83,6 +92,18 @@ __device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_
     (void)dst, (void)src, (void)bytes, (void)bar;
     __trap();
 #endif
+}
+__device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    mm_mbar_arrive_expect(bar, bytes);
+    mm_bulk_copy(dst, src, bytes, bar);
+}
+/* Two bulk copies completed on one barrier phase (one arrival for both); bytes_b may be 0 (no
+ * second copy). Contract as mm_bulk_load's for each copy. */
+__device__ __forceinline__ void mm_bulk_load2(void *dst_a, const void *src_a, uint32_t bytes_a, void *dst_b,
+                                              const void *src_b, uint32_t bytes_b, uint64_t *bar) {
+    mm_mbar_arrive_expect(bar, bytes_a + bytes_b);
+    mm_bulk_copy(dst_a, src_a, bytes_a, bar);
+    if (bytes_b) mm_bulk_copy(dst_b, src_b, bytes_b, bar);
 }
 /* Waits until the barrier's phase with this parity (0 for the first use, then alternating) completed. */
 __device__ __forceinline__ void mm_mbar_wait(uint64_t *bar, uint32_t parity) {
