@@ -723,8 +723,9 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int64
 #define MVT_WS 32
 
 /* acc += this lane's units of the step in slot sp (unit k0 + lane + 32 u of the row, u < UN),
- * in unit order; with NR = 2 also acc_b += those of the slot's second row (at sp + sb). The first W units exist in every lane (the caller checked it), so they need no
- * guard and their shared-memory loads can all issue before the first dot; the rest are guarded.
+ * in unit order; with NR = 2 also acc_b += those of the slot's second row (at sp + sb). The first
+ * W units exist in every lane (the caller checked it), so they need no guard and their
+ * shared-memory loads can all issue before the first dot; the rest are guarded.
  * A warp's row-to-row path is what k_mvt's streaming waits on: with the guards on every unit,
  * each unit's loads waited for the previous unit's dot (7B Q4_0 tg128 +1.6% without them, H200,
  * 2026-11-28). */
