@@ -15,6 +15,8 @@ mkdir -p $b && rm -f $b/obj/src/backend/gpu/*.cu.o
 make -j"$(nproc)" CUDA_ARCHS=90 BUILD=$b NVCCFLAGS="$*" RF_COMMIT="$(git describe --always --dirty --abbrev=8)-$name" \
     LDFLAGS="-L$PWD/.dev/pcre2/lib" $b/rocmforge > $b/build.log 2>&1 || { tail -20 $b/build.log >&2; exit 1; }
 mkdir -p .dx
-grep -qx '/.dx/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info && echo '/.dx/' >> .git/info/exclude; }
+# .dx/ stays out of git (the exclude file's path also works in a linked worktree, where .git is a file)
+ex=$(git rev-parse --git-path info/exclude)
+grep -qx '/.dx/' "$ex" 2>/dev/null || { mkdir -p "$(dirname "$ex")" && echo '/.dx/' >> "$ex"; }
 strip -o .dx/rf-$name $b/rocmforge && gzip -f .dx/rf-$name
 ls -l .dx/rf-$name.gz
