@@ -41,6 +41,10 @@ template <class V> struct MvpI8 {
         return V::template dot<1>(r, (int)((uint32_t)k % UPB), (const int8_t *)xs + (size_t)blk * QK,
                                   (const float2 *)(xs + mvp_round64(n_in)) + (size_t)blk * (QK / 32));
     }
+    /* k_mvt with hoisted x addresses (MvtTune XH): unit kk + lane, x at the lane's MvtX. */
+    template <class X> static __device__ __forceinline__ float dot_lane(const Raw &r, const X &x, int kk) {
+        return V::dot_x(r, *(const int4 *)(x.lo + 32 * kk), *(const int4 *)(x.hi + 32 * kk), x.d[kk]);
+    }
 };
 /* A plain format's two elements of one 32-bit word (element 2i low, 2i + 1 high) as f32. */
 struct PlainF16 {
@@ -486,8 +490,10 @@ MM_UNROLL
     return (float)(v & 1u);
 }
 #define MM_UNIT_DOT(F, w, k, xs, n_in) mm_bound_nodot(w)
+#define MM_UNIT_DOT_LANE(F, w, x, kk) mm_bound_nodot(w)
 #else
 #define MM_UNIT_DOT(F, w, k, xs, n_in) F::dot(w, k, xs, n_in)
+#define MM_UNIT_DOT_LANE(F, w, x, kk) F::dot_lane(w, x, kk)
 #endif
 /* A row's store by lane 0: y = v, or y += v when accumulating (the output and down projections
  * add into the residual). On CUDA the accumulate is a reduction (red.global.add.f32), which returns
@@ -647,15 +653,21 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
 #define MVT_Q4_0_UN 2
 #define MVT_Q4_0_P 2
 #endif
+/* XH: each lane's x addresses computed once per launch (MvtX) instead of per unit; with the weights'
+ * per-lane slot offsets (mvt_units) that took ~15 address instructions per unit off every row's path
+ * (whole-model tg128, H200, 2026-11-28: 7B Q4_0 +3.5%, 1B Q4_0 +1.5%; overridable for benchmarks). */
+#ifndef MVT_XH
+#define MVT_XH 1
+#endif
 /* WHOLE: a step whose units all exist runs them without guards (mvt_units); EARLY: a warp refills
  * its slot as soon as its units' dots are done, before the row's reduction and store. Whole-model
  * tg128 on an H200, 2026-11-28: 7B Q4_0 +1.6% (WHOLE) and +0.8% more (EARLY); 7B Q4_K_M, whose
  * Q6_K X8 parts take k_mvt, lost 0.1-0.4% with WHOLE and 0.6% with EARLY, so Q6_K X8 keeps both off. */
 template <class F> struct MvtTune {
-    enum { ON = 0, S = 3, B = 3, UN = 4, WHOLE = 0, EARLY = 0, P = 1 };
+    enum { ON = 0, S = 3, B = 3, UN = 4, WHOLE = 0, EARLY = 0, P = 1, XH = 0 };
 };
 template <> struct MvtTune<MvpI8<VQ4_0X8> > {
-    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, WHOLE = 1, EARLY = 1, P = MVT_Q4_0_P };
+    enum { ON = 1, S = MVT_Q4_0_S, B = MVT_Q4_0_B, UN = MVT_Q4_0_UN, WHOLE = 1, EARLY = 1, P = MVT_Q4_0_P, XH = MVT_XH };
 };
 /* Q6_K X8 with 3 / 3 and two 64-weight units per lane (80 registers, no spills), retried after the
  * units had become leaner (H200, 2026-11-24, tg128 against k_mvp): 7B Q4_K_M 543.5 -> 552.3, 1B
@@ -670,7 +682,7 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
 #define MVT_Q6_KX8_UN 2
 #endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0, P = 1 };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0, P = 1, XH = 0 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
@@ -722,6 +734,34 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int64
  * (the row's shuffle reduction as a loop over warpSize cost 7B Q4_0 tg128 1.2%, H200, 2026-11-28). */
 #define MVT_WS 32
 
+/* A lane's x addresses for formats whose unit is one 32-element block of int8 x with one (scale,
+ * sum) pair (MvtTune XH), computed once per launch. Unit kk + lane (kk a multiple of 32) has its two
+ * 16-byte halves at lo + 32 kk and hi + 32 kk and its pair at d + kk: mm_xswz permutes by address
+ * bits 7-8, which adding a multiple of 1024 bytes leaves as they are, so one lane's permutation is
+ * the same for all of its units. */
+struct MvtX {
+    const int8_t *lo, *hi;
+    const float2 *d;
+};
+/* Unit k's dot (kk = k - lane): through the lane's hoisted x addresses where the format takes them. */
+template <class F, int XH> struct MvtDot {
+    static __device__ __forceinline__ float run(const typename F::Raw &w, int k, const uint8_t *xs, int64_t n_in,
+                                                const MvtX &, int) {
+        return MM_UNIT_DOT(F, w, k, xs, n_in);
+    }
+};
+template <class F> struct MvtDot<F, 1> {
+    static __device__ __forceinline__ float run(const typename F::Raw &w, int, const uint8_t *, int64_t,
+                                                const MvtX &xl, int kk) {
+        return MM_UNIT_DOT_LANE(F, w, xl, kk);
+    }
+};
+__device__ __forceinline__ MvtX mvt_x_lane(uint8_t *xs, int64_t n_in, int lane) {
+    int8_t *p = (int8_t *)xs + 32 * lane;
+    const MvtX x = {mm_xswz(p), mm_xswz(p + 16), (const float2 *)(xs + mvp_round64(n_in)) + lane};
+    return x;
+}
+
 /* acc += this lane's units of the step in slot sp (unit k0 + lane + 32 u of the row, u < UN),
  * in unit order; with NR = 2 also acc_b += those of the slot's second row (at sp + sb). The first
  * W units exist in every lane (the caller checked it), so they need no guard and their
@@ -731,17 +771,20 @@ __device__ __forceinline__ void mvt_issue(MvtNext &it, const MvJobs &jobs, int64
  * 2026-11-28). */
 template <class F, int UN, int W, int NR>
 __device__ __forceinline__ void mvt_units(float &acc, float &acc_b, const uint8_t *sp, int sb, int k0, int lane,
-                                          int nunits, const uint8_t *xs, int64_t n_in) {
+                                          int nunits, const uint8_t *xs, int64_t n_in, const MvtX &xl) {
+    static_assert(MVT_WS % F::UPB == 0, "a lane's units sit at the same place in their blocks");
+    const uint8_t *wl = sp + (lane / F::UPB) * F::BB; /* unit lane + 32 u: block lane / UPB + u 32 / UPB */
 MM_UNROLL
     for (int u = 0; u < UN; u++) {
         const int k = lane + u * MVT_WS;
         if (u < W || k0 + k < nunits) {
             typename F::Raw w;
-            F::load(sp + (k / F::UPB) * F::BB, k % F::UPB, w);
-            acc += MM_UNIT_DOT(F, w, k0 + k, xs, n_in);
+            const uint8_t *wb = wl + u * (MVT_WS / F::UPB) * F::BB;
+            F::load(wb, lane % F::UPB, w);
+            acc += MvtDot<F, MvtTune<F>::XH>::run(w, k0 + k, xs, n_in, xl, k0 + u * MVT_WS);
             if (NR == 2) { /* the second row of the slot: the same x, read once (the loads are common) */
-                F::load(sp + sb + (k / F::UPB) * F::BB, k % F::UPB, w);
-                acc_b += MM_UNIT_DOT(F, w, k0 + k, xs, n_in);
+                F::load(wb + sb, lane % F::UPB, w);
+                acc_b += MvtDot<F, MvtTune<F>::XH>::run(w, k0 + k, xs, n_in, xl, k0 + u * MVT_WS);
             }
         }
     }
@@ -749,11 +792,11 @@ MM_UNROLL
 /* A step's units for one row (nr 1) or two (nr 2, P = 2 only). */
 template <class F, int UN, int W, int P>
 __device__ __forceinline__ void mvt_step(int nr, float &acc, float &acc_b, const uint8_t *sp, int sb, int k0, int lane,
-                                         int nunits, const uint8_t *xs, int64_t n_in) {
+                                         int nunits, const uint8_t *xs, int64_t n_in, const MvtX &xl) {
     if (P == 2 && nr == 2)
-        mvt_units<F, UN, W, 2>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+        mvt_units<F, UN, W, 2>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
     else
-        mvt_units<F, UN, W, 1>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+        mvt_units<F, UN, W, 1>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
 }
 /* The end of row r: the warp's sum of acc, lane 0's store (*jb: r's job, moved forward). */
 __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &jobs, int *jb, int64_t r, float out_scale,
@@ -766,6 +809,27 @@ __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &j
         float *yp = J.y + o;
         const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
         MM_ROW_STORE(yp, v, accum);
+    }
+}
+
+/* The ends of rows r and r + 1 (P = 2) at once: one exchange (lanes i and i + 16) leaves lanes 0-15
+ * with row r's partial sums and lanes 16-31 with row r + 1's, four levels finish both halves, and
+ * lanes 0 and 16 store side by side. Each sum is mvt_row_end's, term for term (lane i + 16 takes
+ * lane i's part), in five shuffles instead of ten, and the two stores (job lookup, reduction to y)
+ * are one pass instead of two in a row on lane 0. Whole-model tg128, H200, 2026-11-28: 7B Q4_0
+ * +4.1% alone, +2.2% after XH; 1B Q4_0 +3.2% after XH. */
+__device__ __forceinline__ void mvt_row_end2(float acc, float acc_b, int lane, const MvJobs &jobs, int *jb, int64_t r,
+                                             float out_scale, int accum) {
+    const int hi = lane & 16;
+    float v = (hi ? acc_b : acc) + MM_SHFL_XOR(hi ? acc : acc_b, 16);
+    for (int off = 8; off > 0; off >>= 1) v += MM_SHFL_XOR(v, off);
+    if ((lane & 15) == 0) {
+        const int64_t rr = r + (hi ? 1 : 0);
+        while (*jb + 1 < jobs.n && rr >= jobs.j[*jb + 1].row0) (*jb)++;
+        const MvJob &J = jobs.j[*jb];
+        const int64_t o = rr - J.row0;
+        const float y = v * out_scale + (J.bias ? J.bias[o] : 0.0f);
+        MM_ROW_STORE(J.y + o, y, accum);
     }
 }
 
@@ -825,6 +889,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         for (int64_t t = 0; t < pre; t++) mm_mbar_wait(bar + t, 0); /* no copy may outlive the block */
         return;
     }
+    const MvtX xl = mvt_x_lane(xs, n_in, lane);
     float acc = 0.0f, acc_b = 0.0f;
     int s = 0, slot = 0;
     uint32_t parity = 0;
@@ -835,18 +900,20 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         uint8_t *sp = ring + (size_t)slot * P * sb;
         const int k0 = s * UN * ws, nr = P == 2 && r + 1 < r1 ? 2 : 1;
         if (MvtTune<F>::WHOLE && k0 + UN * ws <= nunits) /* a whole step */
-            mvt_step<F, UN, UN, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, UN, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
         else if (MvtTune<F>::WHOLE && UN % 2 == 0 && k0 + UN / 2 * ws <= nunits) /* half of one (1B: n_in 2048, UN 4) */
-            mvt_step<F, UN, UN / 2, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, UN / 2, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
         else
-            mvt_step<F, UN, 0, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in);
+            mvt_step<F, UN, 0, P>(nr, acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
         if (MvtTune<F>::EARLY) {
             __syncwarp(); /* every lane is done with the slot */
             if (lane == 0 && t + S < nt) mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, sp, bar + slot);
         }
         if (s == nsteps - 1) {
-            mvt_row_end(acc, lane, jobs, &jb, r, out_scale, accum);
-            if (nr == 2) mvt_row_end(acc_b, lane, jobs, &jb, r + 1, out_scale, accum);
+            if (nr == 2)
+                mvt_row_end2(acc, acc_b, lane, jobs, &jb, r, out_scale, accum);
+            else
+                mvt_row_end(acc, lane, jobs, &jb, r, out_scale, accum);
             acc = acc_b = 0.0f;
             s = 0, r += P;
         } else {

@@ -268,13 +268,17 @@ struct VQ4_0 {
         ldw_u2<4>(b + 2, r.q);
     }
     template <int SW> static HD float dot(const Raw &r, int, const int8_t *xq, const float2 *xd) {
+        return dot_x(r, ldx16s<SW>(xq), ldx16s<SW>(xq + 16), xd[0]);
+    }
+    /* The dot with the block's x already loaded: elements 0..15 (xl), 16..31 (xh), their pair dx. */
+    static HD float dot_x(const Raw &r, int4 xl, int4 xh, float2 dx) {
 #ifdef MM_DP4A_US
         /* The high nibbles stay in place (16 q, 0 <= 16 q <= 240, as unsigned bytes) and the sum is
          * shifted back, exact since it is a multiple of 16: one shift fewer per word, and two
          * independent dp4a chains. Whole-model tg128, same-run A/B on an H200: 7B Q4_0 +0.35%,
          * 1B Q4_0 +1.0% (docs/PERF.md, twenty-sixth session). */
         int sl = 0, sh = 0;
-        mm_dot_nib16(r.q, ldx16s<SW>(xq), ldx16s<SW>(xq + 16), sl, sh);
+        mm_dot_nib16(r.q, xl, xh, sl, sh);
         const int s = sl + (sh >> 4);
 #else
         uint32_t lo[4], hi[4];
@@ -283,9 +287,8 @@ MM_UNROLL
             lo[i] = r.q[i] & 0x0f0f0f0fu;
             hi[i] = (r.q[i] >> 4) & 0x0f0f0f0fu;
         }
-        const int s = dot16(hi, ldx16s<SW>(xq + 16), dot16(lo, ldx16s<SW>(xq), 0));
+        const int s = dot16(hi, xh, dot16(lo, xl, 0));
 #endif
-        const float2 dx = xd[0];
         return mm_h2f((uint16_t)r.d) * (dx.x * (float)s - 8.0f * dx.y);
     }
 };
@@ -460,6 +463,7 @@ struct VQ4_0X8 {
     template <int SW> static HD float dot(const Raw &r, int u, const int8_t *xq, const float2 *xd) {
         return VQ4_0::dot<SW>(r, 0, xq + 32 * u, xd + u);
     }
+    static HD float dot_x(const Raw &r, int4 xl, int4 xh, float2 dx) { return VQ4_0::dot_x(r, xl, xh, dx); }
 };
 struct VQ8_0X8 {
     typedef DecQ8_0X8 Dec;
