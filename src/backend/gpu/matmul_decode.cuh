@@ -511,6 +511,19 @@ MM_UNROLL
 #define MM_ROW_STORE(yp, v, accum) ((accum) ? (void)atomicAdd((yp), (v)) : (void)(*(yp) = (v)))
 #endif
 
+#ifndef MVP_YLANE /* (overridable for benchmarks) */
+#define MVP_YLANE 1
+#endif
+/* MVP_YLANE: lane i of a warp finds row r0 + i's output address and bias once per launch (before
+ * the grid dependency wait) and stores that row, so a row's end waits for no job lookup through
+ * the constant bank. Every lane holds the row's sum: each butterfly level adds the same two values
+ * in either order, so the stored value is lane 0's, bit for bit. Whole-model tg128, H200,
+ * 2026-11-28: 7B Q4_K_M +0.35%, 1B Q4_K_M +0.4%. Only the int8 formats at two blocks per SM have
+ * the registers: at 64 (Q4_0, Q8_0 and their X8 layouts, F16 at UN 4) it spilled or cost
+ * registers. The same in k_mvt: 7B Q4_0 level, 1B Q4_0 -1.2% (not kept). */
+template <class F> struct MvpYLane {
+    enum { ON = MVP_YLANE && !F::F32X && MvpMinBlocks<F>::N == 1 };
+};
 template <class F, int UN, int PAIR>
 __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw, int64_t row_bytes,
                                           int64_t n_in, const float *__restrict__ x, const float *__restrict__ norm_w,
@@ -544,6 +557,14 @@ __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int
      * after it, here and in k_mvt: 7B Q4_0 decode +1.9%, 1B Q8_0 +2.3%, the other files level
      * (H200, docs/PERF.md, twenty-fifth session). */
     mm_grid_dep_launch();
+    /* Row r0 + lane's output (MvpYLane); the bias is a weight, so it may be read before the wait. */
+    float *yo = NULL;
+    float bo = 0.0f;
+    if (MvpYLane<F>::ON && !PAIR && r0 + lane < r1) {
+        const MvJob &J = jobs.j[mvp_job(jobs, r0 + lane)];
+        yo = J.y + (r0 + lane - J.row0);
+        bo = J.bias ? J.bias[r0 + lane - J.row0] : 0.0f;
+    }
     mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     RF_STAMP(1);
     float scale, out_scale;
@@ -584,6 +605,8 @@ MM_UNROLL
             for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
             if (lane == 0 && PAIR) {
                 mvp_pair_emit(jobs, r, acc, out_scale, &g);
+            } else if (MvpYLane<F>::ON && !PAIR && r - r0 < ws) {
+                if (lane == (int)(r - r0)) MM_ROW_STORE(yo, acc * out_scale + bo, accum);
             } else if (lane == 0) {
                 const MvJob &J = jobs.j[jb];
                 const int64_t o = r - J.row0;
