@@ -699,13 +699,18 @@ template <> struct MvtTune<MvpI8<VQ4_0X8> > {
  * 3 / 4 / 1, 4 / 3 / 1, 5 / 3 / 1, 2 / 3 / 2 and 4 / 2 / 2 lose 4-7% for 7B Q4_K_M. Q4_K lost again on
  * k_mvt (3 / 3 / 2, 4 / 2 / 2, 6 / 3 / 1: 7B Q4_K_M -5 to -8%), as did Q8_0 X8, IQ4_NL X8 and Q5_K H
  * (docs/PERF.md, twenty-ninth session). */
+/* Two rows per slot at one unit per lane (3 / 3 / 1 / 2: the same slot bytes as 3 / 3 / 2 / 1), so
+ * each unit's x is read once for two rows and the rows end in pairs (mvt_row_end2): whole-model
+ * tg128, H200, 2026-11-28: 7B Q4_K_M +0.6%, 1B Q4_K_M +1.3%, 7B Q4_0 (its output head) +0.1%;
+ * 4 / 2 / 1 / 2 did as well for 7B Q4_K_M less 0.2%. */
 #ifndef MVT_Q6_KX8_S /* (overridable for benchmarks) */
 #define MVT_Q6_KX8_S 3
 #define MVT_Q6_KX8_B 3
-#define MVT_Q6_KX8_UN 2
+#define MVT_Q6_KX8_UN 1
+#define MVT_Q6_KX8_P 2
 #endif
 template <> struct MvtTune<MvpI8<VQ6_KX8> > {
-    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0, P = 1, XH = 0 };
+    enum { ON = 1, S = MVT_Q6_KX8_S, B = MVT_Q6_KX8_B, UN = MVT_Q6_KX8_UN, WHOLE = 0, EARLY = 0, P = MVT_Q6_KX8_P, XH = 0 };
 };
 /* Bytes of one k_mvt step: UN units per lane of a ws-lane warp (whole blocks: UN * ws % UPB == 0). */
 HD int mvt_step_bytes(int un, int ws, int upb, int bb) { return un * ws / upb * bb; }
