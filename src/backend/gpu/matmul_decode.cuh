@@ -731,10 +731,15 @@ struct MvtNext {
     int s, j;
     const uint8_t *wb; /* P = 2: row r + 1's bytes (NULL past the warp's rows) */
 };
+/* Row r's job; *j moves forward from where it is (a warp's rows come in increasing order). */
+__device__ __forceinline__ const MvJob &mvt_job(const MvJobs &jobs, int *j, int64_t r) {
+    while (*j + 1 < jobs.n && r >= jobs.j[*j + 1].row0) (*j)++;
+    return jobs.j[*j];
+}
 /* Row r's bytes; *j (its job) moves forward from where it is. */
 __device__ __forceinline__ const uint8_t *mvt_row_w(const MvJobs &jobs, int64_t r, int *j, int64_t row_bytes) {
-    while (*j + 1 < jobs.n && r >= jobs.j[*j + 1].row0) (*j)++;
-    return jobs.j[*j].w + (r - jobs.j[*j].row0) * row_bytes;
+    const MvJob &J = mvt_job(jobs, j, r);
+    return J.w + (r - J.row0) * row_bytes;
 }
 /* P = 2: a slot holds step s of rows r and r + 1 (sb bytes each), one barrier phase for both. */
 template <int P>
@@ -831,8 +836,7 @@ __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &j
                                             int accum) {
     for (int off = MVT_WS / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
     if (lane == 0) {
-        while (*jb + 1 < jobs.n && r >= jobs.j[*jb + 1].row0) (*jb)++;
-        const MvJob &J = jobs.j[*jb];
+        const MvJob &J = mvt_job(jobs, jb, r);
         const int64_t o = r - J.row0;
         float *yp = J.y + o;
         const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
@@ -853,8 +857,7 @@ __device__ __forceinline__ void mvt_row_end2(float acc, float acc_b, int lane, c
     for (int off = 8; off > 0; off >>= 1) v += MM_SHFL_XOR(v, off);
     if ((lane & 15) == 0) {
         const int64_t rr = r + (hi ? 1 : 0);
-        while (*jb + 1 < jobs.n && rr >= jobs.j[*jb + 1].row0) (*jb)++;
-        const MvJob &J = jobs.j[*jb];
+        const MvJob &J = mvt_job(jobs, jb, rr);
         const int64_t o = rr - J.row0;
         const float y = v * out_scale + (J.bias ? J.bias[o] : 0.0f);
         MM_ROW_STORE(J.y + o, y, accum);
