@@ -471,8 +471,9 @@ MM_UNROLL
  * the staging and, as a programmatic dependent launch, the previous kernel's tail), then runs a
  * two-deep pipeline over its (row, step) sequence: the next step's UN units per lane are loaded
  * before the current ones are used, and the use begins with the format's prep (MvpPrep) on every
- * lane. Per row: f32 accumulation, xor-shuffle reduction from warpSize / 2, lane 0 stores (times
- * the RMS scale, see mvp_stage_end). xq != NULL (int8 formats, no norm_w): x already quantized by
+ * lane. Per row: f32 accumulation, xor-shuffle reduction from warpSize / 2, one lane stores (times
+ * the RMS scale, see mvp_stage_end): lane 0, or the row's own lane (MvpYLane), which holds the same
+ * sum. xq != NULL (int8 formats, no norm_w): x already quantized by
  * its producer (xq[0, n_in) int8, xd[0, n_in / 32) as mm_quantize_x writes them), copied instead
  * of quantized. A non-finite x * norm_w makes the whole block compute its rows in f32 from x
  * (F::Dec decode), so NaN/inf propagate exactly as in the f32 kernels.
@@ -495,10 +496,10 @@ MM_UNROLL
 #define MM_UNIT_DOT(F, w, k, xs, n_in) F::dot(w, k, xs, n_in)
 #define MM_UNIT_DOT_LANE(F, w, x, kk) F::dot_lane(w, x, kk)
 #endif
-/* A row's store by lane 0: y = v, or y += v when accumulating (the output and down projections
+/* A row's store by one lane: y = v, or y += v when accumulating (the output and down projections
  * add into the residual). On CUDA the accumulate is a reduction (red.global.add.f32), which returns
- * nothing, so lane 0 does not wait an L2 round trip for y's old value before the warp goes on to its
- * next row. Each row has one writer per launch, so y + v is rounded once, to nearest, as a read,
+ * nothing, so the lane does not wait an L2 round trip for y's old value before the warp goes on to
+ * its next row. Each row has one writer per launch, so y + v is rounded once, to nearest, as a read,
  * add and write round it; the reduction flushes subnormal operands and results to zero, which the
  * CPU reference does not (values below 2^-126: not a residual's). HIP keeps the read, add and write
  * (a float reduction to global memory is a compare-and-swap loop on RDNA).
@@ -871,7 +872,8 @@ __device__ __forceinline__ void mvt_row_end2(float acc, float acc_b, int lane, c
  * P = 2, the last one alone when the warp has an odd number), lane 0 keeps S slots in flight as bulk
  * copies (the first ones issued before the grid dependency wait and the x staging), the lanes read
  * their units from the slot once its barrier completes, and lane 0 refills the slot after a
- * __syncwarp. Extra contract: row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared
+ * __syncwarp. A row's sum is stored by lane 0, or by lanes 0 and 16 for a slot's two rows
+ * (mvt_row_end2). Extra contract: row_bytes % 16 == 0, W 16-byte aligned; launch with dynamic shared
  * memory mvt_smem_bytes(F::F32X, n_in, blockDim.x / warpSize, S, P x step bytes); every copy issued
  * is waited for before exit. */
 template <class F, int UN>
