@@ -475,7 +475,9 @@ done:
 
 /* rf_gpu_matmul_ex: n_outs outputs of mixed types sharing x, RMSNorm folded in or not,
  * accumulate on/off, bias per output on/off, n in {1, 2, 5, 33}, x of ordinary, zero and ~1e15
- * magnitudes. Oracle: RMSNorm in double, then the exact dot in double (+ bias, + the old y when
+ * magnitudes. The last trials decode (n = 1) outputs of 3,001-4,501 rows, an odd number each, so
+ * that every warp of the decode matvecs has several rows (k_mvt's row pairs, k_mvp's per-lane row
+ * outputs) and some warps' rows belong to two outputs. Oracle: RMSNorm in double, then the exact dot in double (+ bias, + the old y when
  * accumulating). Tolerance as test_case, the magnitude including |bias| and |old y|. Then NaN:
  * a NaN in row 0 of x makes every output of row 0 NaN when the norm is on (the row's scale is
  * NaN); a NaN in y stays NaN with accumulate. */
@@ -486,13 +488,15 @@ static void test_ex(gpu_env *env) {
                                    RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT,  RF_TYPE_IQ4_XS | LAYOUT,
                                    RF_TYPE_IQ4_NL | LAYOUT, RF_TYPE_Q5_K | LAYOUT};
     const int NE = (int)(sizeof EXT / sizeof EXT[0]);
+    static const uint32_t MANY[] = {RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q6_K | LAYOUT, RF_TYPE_Q4_K};
     static const int NS[] = {1, 2, 5, 33};
     const int64_t n_in = 512;
     const int NMAX = 33;
-    for (int trial = 0; trial < 24; trial++) {
-        const int n_outs = 1 + trial % 3;
-        const int use_norm = (trial / 3) % 2, accumulate = (trial / 6) % 2;
-        const int n = NS[(trial / 12 + trial) % 4];
+    for (int trial = 0; trial < 28; trial++) {
+        const int many = trial >= 24; /* outputs of thousands of rows, decoded */
+        const int n_outs = many ? 2 + trial % 2 : 1 + trial % 3;
+        const int use_norm = many ? (trial / 2) % 2 : (trial / 3) % 2, accumulate = many ? trial % 2 : (trial / 6) % 2;
+        const int n = many ? 1 : NS[(trial / 12 + trial) % 4];
         uint32_t types[3];
         int64_t nout[3];
         uint8_t *w[3];
@@ -501,9 +505,9 @@ static void test_ex(gpu_env *env) {
         float *db[3], *dy[3];
         rf_gpu_mm_out outs[3];
         for (int i = 0; i < n_outs; i++) {
-            types[i] = EXT[test_randint(0, NE - 1)];
+            types[i] = many ? MANY[test_randint(0, 2)] : EXT[test_randint(0, NE - 1)];
             if (i == 1 && trial % 4 == 0) types[i] = types[0]; /* same-type outputs */
-            nout[i] = test_randint(1, 300);
+            nout[i] = many ? 2 * test_randint(1500, 2250) + 1 : test_randint(1, 300);
             const uint32_t bt = base_type(types[i]);
             uint64_t rb = 0;
             rf_row_bytes(bt, (uint64_t)n_in, &rb);

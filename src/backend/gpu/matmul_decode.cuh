@@ -43,6 +43,7 @@ template <class V> struct MvpI8 {
     }
     /* k_mvt with hoisted x addresses (MvtTune XH): unit kk + lane, x at the lane's MvtX. */
     template <class X> static __device__ __forceinline__ float dot_lane(const Raw &r, const X &x, int kk) {
+        static_assert(QK / UPB == 32, "MvtX holds the x of one 32-element block per unit");
         return V::dot_x(r, *(const int4 *)(x.lo + 32 * kk), *(const int4 *)(x.hi + 32 * kk), x.d[kk]);
     }
 };
@@ -832,17 +833,18 @@ __device__ __forceinline__ void mvt_step(int nr, float &acc, float &acc_b, const
     else
         mvt_units<F, UN, W, 1>(acc, acc_b, sp, sb, k0, lane, nunits, xs, n_in, xl);
 }
-/* The end of row r: the warp's sum of acc, lane 0's store (*jb: r's job, moved forward). */
+/* Row r's output from its sum (*jb: r's job, moved forward). */
+__device__ __forceinline__ void mvt_row_store(const MvJobs &jobs, int *jb, int64_t r, float sum, float out_scale,
+                                              int accum) {
+    const MvJob &J = mvt_job(jobs, jb, r);
+    const int64_t o = r - J.row0;
+    MM_ROW_STORE(J.y + o, sum * out_scale + (J.bias ? J.bias[o] : 0.0f), accum);
+}
+/* The end of row r: the warp's sum of acc, lane 0's store. */
 __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &jobs, int *jb, int64_t r, float out_scale,
                                             int accum) {
     for (int off = MVT_WS / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
-    if (lane == 0) {
-        const MvJob &J = mvt_job(jobs, jb, r);
-        const int64_t o = r - J.row0;
-        float *yp = J.y + o;
-        const float v = acc * out_scale + (J.bias ? J.bias[o] : 0.0f);
-        MM_ROW_STORE(yp, v, accum);
-    }
+    if (lane == 0) mvt_row_store(jobs, jb, r, acc, out_scale, accum);
 }
 
 /* The ends of rows r and r + 1 (P = 2) at once: one exchange (lanes i and i + 16) leaves lanes 0-15
@@ -856,13 +858,7 @@ __device__ __forceinline__ void mvt_row_end2(float acc, float acc_b, int lane, c
     const int hi = lane & 16;
     float v = (hi ? acc_b : acc) + MM_SHFL_XOR(hi ? acc : acc_b, 16);
     for (int off = 8; off > 0; off >>= 1) v += MM_SHFL_XOR(v, off);
-    if ((lane & 15) == 0) {
-        const int64_t rr = r + (hi ? 1 : 0);
-        const MvJob &J = mvt_job(jobs, jb, rr);
-        const int64_t o = rr - J.row0;
-        const float y = v * out_scale + (J.bias ? J.bias[o] : 0.0f);
-        MM_ROW_STORE(J.y + o, y, accum);
-    }
+    if ((lane & 15) == 0) mvt_row_store(jobs, jb, r + (hi ? 1 : 0), v, out_scale, accum);
 }
 
 /* k_mvt: what k_mvp computes (same contract, same staging, same per-row f32 accumulation order
