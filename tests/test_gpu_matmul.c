@@ -27,6 +27,8 @@
  *    where the default takes the bulk-copy kernel k_mvt). The fused gate / up / swiglu decode
  *    matvec of F16 / BF16 (test_gate_up_swiglu) must equal the unfused calls bit for bit, as must
  *    the two-format decode launch of Q4_K (or Q5_K H) with Q6_K X8 outputs (test_mixed_formats).
+ *    Decode calls sized from the wave the matvec reports (test_decode_pair_bounds) put a job
+ *    boundary inside a warp's second or later row pair, where k_mvt's paired refill crosses it.
  *    Device layouts (rf_gpu_mm_repack: Q4_0 / Q8_0 / Q6_K / IQ4_NL X8, IQ4_XS's nibble order and
  *    Q5_K's fifth-bit words, rearranged on the device; "/dev" in test names) run the same checks:
  *    the weight is uploaded in GGUF order, repacked (in place, or into a new buffer where Q6_K's
@@ -761,6 +763,95 @@ static void test_ex_rows(gpu_env *env) {
     }
 }
 
+/* Decode calls whose job boundaries fall inside a warp's second or later row pair: k_mvt takes the
+ * rows of Q4_0 X8 and Q6_K X8 two per ring slot, and the refill that moves to a warp's next pair
+ * must look up each row's job (a pair may straddle two outputs). Random sizes seldom produce that
+ * case, so the sizes come from the wave the first call reports (rf_gpu_mm_last_decode): R rows per
+ * warp (4 and 7), output 0 ending at row 3 of warp a, output 1 at row 3 (R = 4) or 5 (R = 7) of a
+ * later warp. A row read from past its output's weights (the padding is zeros) gives 0, not the
+ * oracle's dot. Oracle and tolerance as test_ex_rows. */
+static void test_decode_pair_bounds(gpu_env *env) {
+    static const uint32_t PT[] = {RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q6_K | LAYOUT};
+    const int64_t n_in = 512;
+    for (size_t t = 0; t < sizeof PT / sizeof PT[0]; t++) {
+        const uint32_t type = PT[t], bt = base_type(type);
+        uint64_t rb = 0;
+        rf_row_bytes(bt, (uint64_t)n_in, &rb);
+        float *x = malloc(sizeof(float) * (size_t)n_in), *wf = malloc(sizeof(float) * (size_t)n_in);
+        double *xin = malloc(sizeof(double) * (size_t)n_in);
+        for (int64_t k = 0; k < n_in; k++) x[k] = gauss(), xin[k] = (double)x[k];
+        float *dx = rf_gpu_mm_alloc(sizeof(float) * (size_t)n_in);
+        rf_gpu_mm_upload(dx, x, sizeof(float) * (size_t)n_in);
+        /* the wave: one call of a few rows of this format */
+        uint8_t *pw = malloc(rb * 8);
+        make_weights(bt, 8, n_in, pw);
+        void *pdw = upload_w(env, type, pw, 8, n_in);
+        float *pdy = rf_gpu_mm_alloc(sizeof(float) * 8);
+        rf_gpu_mm_out probe = {type, pdw, 8, NULL, pdy};
+        int rc = rf_gpu_matmul_ex(env->ctx, 1, &probe, n_in, dx, 1, NULL, 1e-5f, 0, NULL);
+        if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+        int64_t rpw = 0;
+        int mvt = 0;
+        const int64_t wave = rc ? 0 : rf_gpu_mm_last_decode(env->ctx, &rpw, &mvt);
+        CHECK(rc == 0 && wave >= 16, "pair bounds %s: probe rc %d, wave %lld", tname(type), rc, (long long)wave);
+        free(pw);
+        rf_gpu_mm_dfree(pdw);
+        rf_gpu_mm_dfree(pdy);
+        for (int R = 4; R <= 7 && wave >= 16; R += 3) {
+            const int64_t a = test_randint(1, (int)(wave / 4) - 1), b = test_randint((int)(wave / 4) + 1, (int)(wave / 2));
+            const int64_t b1 = R * a + 3, b2 = R * b + (R == 4 ? 3 : 5);
+            const int64_t total = R * wave - test_randint(0, (int)(wave / 2)); /* (R - 1) wave < total <= R wave */
+            const int64_t nout[3] = {b1, b2 - b1, total - b2};
+            uint8_t *w[3];
+            float *y[3], *dy[3];
+            void *dw[3];
+            rf_gpu_mm_out outs[3];
+            for (int i = 0; i < 3; i++) {
+                w[i] = malloc(rb * (uint64_t)nout[i]);
+                make_weights(bt, nout[i], n_in, w[i]);
+                dw[i] = upload_w(env, type, w[i], nout[i], n_in);
+                y[i] = malloc(sizeof(float) * (size_t)nout[i]);
+                dy[i] = rf_gpu_mm_alloc(sizeof(float) * (size_t)nout[i]);
+                rf_gpu_mm_fill(dy[i], 0xff, sizeof(float) * (size_t)nout[i]);
+                outs[i] = (rf_gpu_mm_out){type, dw[i], nout[i], NULL, dy[i]};
+            }
+            rc = rf_gpu_matmul_ex(env->ctx, 3, outs, n_in, dx, 1, NULL, 1e-5f, 0, NULL);
+            if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);
+            int64_t got_rpw = 0;
+            rf_gpu_mm_last_decode(env->ctx, &got_rpw, &mvt);
+            CHECK(rc == 0 && got_rpw == R, "pair bounds %s: rc %d, %lld rows per warp (want %d) over a wave of %lld",
+                  tname(type), rc, (long long)got_rpw, R, (long long)wave);
+            double worst = 0;
+            int wout = 0;
+            int64_t wrow = -1;
+            for (int i = 0; i < 3 && rc == 0; i++) {
+                rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
+                for (int64_t o = 0; o < nout[i]; o++) {
+                    rf_dequantize_row(bt, w[i] + o * rb, wf, n_in);
+                    double s = 0, m = 0;
+                    for (int64_t k = 0; k < n_in; k++) s += (double)wf[k] * xin[k], m += fabs((double)wf[k] * xin[k]);
+                    const double lim = 1e-4 * m + 1.01 * q8_bound(wf, xin, n_in) + 1e-30;
+                    const double e = isfinite(y[i][o]) ? fabs(y[i][o] - s) / lim : INFINITY;
+                    if (!(e <= worst)) worst = e, wout = i, wrow = o;
+                }
+            }
+            CHECK(worst <= 1.0, "pair bounds %s (%s) %lld + %lld + %lld rows, %d per warp: worst %.3g x tol at out %d "
+                  "row %lld", tname(type), mvt ? "k_mvt" : "k_mvp", (long long)nout[0], (long long)nout[1],
+                  (long long)nout[2], R, worst, wout, (long long)wrow);
+            for (int i = 0; i < 3; i++) {
+                free(w[i]);
+                free(y[i]);
+                rf_gpu_mm_dfree(dw[i]);
+                rf_gpu_mm_dfree(dy[i]);
+            }
+        }
+        free(x);
+        free(wf);
+        free(xin);
+        rf_gpu_mm_dfree(dx);
+    }
+}
+
 /* rf_gpu_mm_swiglu (swiglu that leaves its output quantized to int8) followed by the matmul that
  * reads it (n = 1, no norm: the down projection of a decode step, which then copies that int8
  * x). Oracle: out = g / (1 + expf(-g)) * u on the host (the device's expf may differ by a couple
@@ -1269,6 +1360,7 @@ static void test_gpu(void) {
     }
     test_ex(&env);
     test_ex_rows(&env);
+    test_decode_pair_bounds(&env);
     test_swiglu_q(&env);
     test_gate_up_swiglu(&env);
     test_mixed_formats(&env);

@@ -949,6 +949,8 @@ struct rf_gpu_matmul_ctx {
     int pair_on;     /* rf_gpu_mm_gate_up_swiglu may fuse (RF_MM_SWIGLU_FUSE=0: never, for A/B runs) */
     int mix_on;      /* k_mvp2 for a decode call whose outputs mix two formats it pairs (RF_MM_MIX=0: off) */
     long n_mix;      /* k_mvp2 launches enqueued (rf_gpu_mm_mixed_launches) */
+    int64_t last_wave, last_rpw; /* the last mvp_launch's resident warps and rows per warp (rf_gpu_mm_last_decode) */
+    int last_mvt;                /* ... and whether it ran k_mvt */
     int tma;       /* k_mvt for the formats it takes (CUDA sm_90+; RF_MM_TMA=0: k_mvp everywhere) */
     int smem_optin; /* largest dynamic shared memory per block the device allows (bytes) */
     int repack;    /* rf_gpu_mm_repack writes device layouts (RF_MM_REPACK=0: leaves every weight as it is) */
@@ -1253,6 +1255,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     int threads = MvpThreads<F>::N, wpb = threads / ctx->warp_size;
     size_t smem = mvp_smem_bytes(F::F32X, n_in, threads);
     MvpKernel fn = k_mvp<F, UN>;
+    int mvt = 0;
     if (ctx->pair) fn = MvpPairKernel<F, UN>::get();
 #ifndef MM_HIP
     if constexpr (MvtTune<F>::ON) {
@@ -1264,7 +1267,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
             mvt_smem_bytes(F::F32X, n_in, twpb, T::S, T::P * mvt_step_bytes(T::UN, ctx->warp_size, F::UPB, F::BB));
         if (ctx->tma && ctx->warp_size == MVT_WS && row_bytes % 16 == 0 && tsmem <= (size_t)ctx->smem_optin &&
             mvp_occupancy(ctx, (const void *)k_mvt<F, T::UN>, MVP_THREADS, tsmem) > 0)
-            fn = k_mvt<F, T::UN>, smem = tsmem, threads = MVP_THREADS, wpb = twpb;
+            fn = k_mvt<F, T::UN>, smem = tsmem, threads = MVP_THREADS, wpb = twpb, mvt = 1;
     }
 #endif
     const int64_t max_warps = (int64_t)ctx->n_sm * mvp_occupancy(ctx, (const void *)fn, threads, smem) * wpb;
@@ -1273,6 +1276,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     const float2 *xd = xq ? (const float2 *)((const uint8_t *)ctx->qbuf + QX_XD_OFF) : NULL;
     int64_t rpw = (rows + max_warps - 1) / max_warps;
     if (ctx->pair) rpw += rpw % 2;
+    ctx->last_wave = max_warps, ctx->last_rpw = rpw, ctx->last_mvt = mvt;
     const int64_t warps = (rows + rpw - 1) / rpw;
     const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(threads);
 #ifndef MM_HIP
@@ -2169,6 +2173,12 @@ extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
 extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
 
 extern "C" long rf_gpu_mm_mixed_launches(rf_gpu_matmul_ctx *ctx) { return ctx ? ctx->n_mix : 0; }
+
+extern "C" int64_t rf_gpu_mm_last_decode(rf_gpu_matmul_ctx *ctx, int64_t *rpw, int *mvt) {
+    if (rpw) *rpw = ctx->last_rpw;
+    if (mvt) *mvt = ctx->last_mvt;
+    return ctx->last_wave;
+}
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
 #ifndef MM_HIP

@@ -196,6 +196,9 @@ int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx);
 void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on);
 /* Two-format decode launches (k_mvp2) the context has enqueued so far (for tests). */
 long rf_gpu_mm_mixed_launches(rf_gpu_matmul_ctx *ctx);
+/* The last one-format decode launch (k_mvp or k_mvt, for tests): its resident wave in warps (the
+ * return value; 0 before any), its rows per warp (*rpw) and whether it ran k_mvt (*mvt). */
+int64_t rf_gpu_mm_last_decode(rf_gpu_matmul_ctx *ctx, int64_t *rpw, int *mvt);
 /* Name of the GEMM path the context uses by default ("cublas" or "tiled"). */
 const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx);
 /* Times rf_gpu_matmul (no bias): each of `iters` samples is one device-event interval around
