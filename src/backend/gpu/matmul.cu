@@ -2175,9 +2175,9 @@ extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->for
 extern "C" long rf_gpu_mm_mixed_launches(rf_gpu_matmul_ctx *ctx) { return ctx ? ctx->n_mix : 0; }
 
 extern "C" int64_t rf_gpu_mm_last_decode(rf_gpu_matmul_ctx *ctx, int64_t *rpw, int *mvt) {
-    if (rpw) *rpw = ctx->last_rpw;
-    if (mvt) *mvt = ctx->last_mvt;
-    return ctx->last_wave;
+    if (rpw) *rpw = ctx ? ctx->last_rpw : 0;
+    if (mvt) *mvt = ctx ? ctx->last_mvt : 0;
+    return ctx ? ctx->last_wave : 0;
 }
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
