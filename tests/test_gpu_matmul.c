@@ -648,6 +648,26 @@ static void test_ex(gpu_env *env) {
     rf_gpu_mm_dfree(d);
 }
 
+/* The worst error of a decode output's rows against the oracle, in units of test_ex's tolerance:
+ * y[o] against the double dot of row o (W rows of rb bytes in GGUF type bt, decoded into wf) with
+ * xin, plus y0[o] when y0 is not NULL (accumulate); the int8 rounding bound where int8. *worst and
+ * *wrow move when a row is worse (or not finite). */
+static void worst_rows(uint32_t bt, const uint8_t *w, uint64_t rb, int64_t nout, const double *xin, int64_t n_in,
+                       const float *y, const float *y0, int int8, float *wf, double *worst, int64_t *wrow) {
+    for (int64_t o = 0; o < nout; o++) {
+        rf_dequantize_row(bt, w + o * rb, wf, n_in);
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < n_in; k++) {
+            s += (double)wf[k] * xin[k];
+            a += fabs((double)wf[k] * xin[k]);
+        }
+        const double yv = y0 ? y0[o] : 0.0, r = s + yv;
+        const double lim = 1e-4 * (a + fabs(yv)) + (int8 ? 1.01 * q8_bound(wf, xin, n_in) : 0.0) + 1e-30;
+        const double e = isfinite(y[o]) ? fabs(y[o] - r) / lim : INFINITY;
+        if (!(e <= *worst)) *worst = e, *wrow = o;
+    }
+}
+
 /* Decode-shaped calls (n = 1) with more rows than the GPU has resident warps, so that the
  * persistent matvec gives each warp several consecutive rows, crossing from one output to the
  * next inside a warp, and rows long enough for several pipeline steps (n_in 4352 = 17 x 256).
@@ -707,18 +727,10 @@ static void test_ex_rows(gpu_env *env) {
         int64_t wrow = -1;
         for (int i = 0; i < 3 && rc == 0; i++) {
             rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
-            for (int64_t o = 0; o < nout[i]; o++) {
-                rf_dequantize_row(bt, w[i] + o * rb, wf, n_in);
-                double s = 0, a = 0;
-                for (int64_t k = 0; k < n_in; k++) {
-                    s += (double)wf[k] * xin[k];
-                    a += fabs((double)wf[k] * xin[k]);
-                }
-                const double yv = accumulate ? y0[i][o] : 0.0, r = s + yv;
-                const double lim = 1e-4 * (a + fabs(yv)) + (int8 ? 1.01 * q8_bound(wf, xin, n_in) : 0.0) + 1e-30;
-                const double e = isfinite(y[i][o]) ? fabs(y[i][o] - r) / lim : INFINITY;
-                if (!(e <= worst)) worst = e, wout = i, wrow = o;
-            }
+            const double before = worst;
+            int64_t row = -1;
+            worst_rows(bt, w[i], rb, nout[i], xin, n_in, y[i], accumulate ? y0[i] : NULL, int8, wf, &worst, &row);
+            if (worst != before) wout = i, wrow = row;
         }
         CHECK(worst <= 1.0, "rows %s 3 x ~%lld rows (%lld) x %lld norm=%d acc=%d: worst %.3g x tol at out %d row %lld",
               tname(type), (long long)(total / 3), (long long)total, (long long)n_in, use_norm, accumulate, worst,
@@ -826,14 +838,10 @@ static void test_decode_pair_bounds(gpu_env *env) {
             int64_t wrow = -1;
             for (int i = 0; i < 3 && rc == 0; i++) {
                 rf_gpu_mm_download(y[i], dy[i], sizeof(float) * (size_t)nout[i]);
-                for (int64_t o = 0; o < nout[i]; o++) {
-                    rf_dequantize_row(bt, w[i] + o * rb, wf, n_in);
-                    double s = 0, m = 0;
-                    for (int64_t k = 0; k < n_in; k++) s += (double)wf[k] * xin[k], m += fabs((double)wf[k] * xin[k]);
-                    const double lim = 1e-4 * m + 1.01 * q8_bound(wf, xin, n_in) + 1e-30;
-                    const double e = isfinite(y[i][o]) ? fabs(y[i][o] - s) / lim : INFINITY;
-                    if (!(e <= worst)) worst = e, wout = i, wrow = o;
-                }
+                const double before = worst;
+                int64_t row = -1;
+                worst_rows(bt, w[i], rb, nout[i], xin, n_in, y[i], NULL, 1, wf, &worst, &row);
+                if (worst != before) wout = i, wrow = row;
             }
             CHECK(worst <= 1.0, "pair bounds %s (%s) %lld + %lld + %lld rows, %d per warp: worst %.3g x tol at out %d "
                   "row %lld", tname(type), mvt ? "k_mvt" : "k_mvp", (long long)nout[0], (long long)nout[1],
