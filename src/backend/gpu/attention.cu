@@ -1669,7 +1669,11 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
 /* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok;
  * the backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's RK
  * instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched into
- * L2 before the grid dependency wait, q is rotated as it is loaded, and the split holding the last
+ * L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier that
+ * publishes the table) and rotated; only then does the block let the output projection launch, so
+ * that its early weight loads do not queue ahead of q's (7B tg128 on an H200, both together: Q4_0
+ * +2.2%, Q4_K_M +1.7%, Q8_0 +2.5%, F16 +1.0%; the trigger at the block's start or after the loop
+ * was slower for every 7B file: docs/PERF.md, forty-seventh session); and the split holding the last
  * position reads only the positions before it: its last warp rotates k_new, stores both rows
  * (rounded to f16) at slot[t] and writes that one position's state (m = its score, l = 1, acc = its
  * v row) as a fifth warp's, so no warp waits for the store and nothing of it stays live
@@ -1696,7 +1700,6 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int pe = own ? pe_all - 1 : pe_all;
     const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
     __shared__ float rope_cs[RK ? HD / 2 : 1], rope_sn[RK ? HD / 2 : 1];
-    if (RK) rf_grid_dep_launch(); /* the output projection may start loading its weights */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
@@ -1710,9 +1713,9 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
                          &rope_cs[i], &rope_sn[i]);
     rf_grid_dep_wait();
     RF_STAMP(1);
-    if (RK) __syncthreads();
-
-    uint32_t qb[NT][HD / 16][2];
+    /* this lane's q pieces (lanes r < G of each head tile; RK: one tile, with each piece's NEOX
+     * partner), loaded before the barrier that the rotation waits for */
+    float4 qx[NT][HD / 16], qp[RK ? HD / 16 : 1];
 #pragma unroll
     for (int n = 0; n < NT; n++) {
         const int j = 8 * n + r;
@@ -1720,15 +1723,29 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int d = c * (HD / 4) + 4 * kk;
-            float4 x = q ? *(const float4 *)(q + d) : make_float4(0.f, 0.f, 0.f, 0.f);
-            if (RK && q)
-                x = dm_rope4(x, *(const float4 *)(q + dm_rope4_src(d, a.rope.mode, a.rope.n_rot)), d, a.rope.mode,
-                             a.rope.n_rot, rope_cs, rope_sn);
+            qx[n][kk] = q ? *(const float4 *)(q + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if constexpr (RK)
+                qp[kk] = q ? *(const float4 *)(q + dm_rope4_src(d, a.rope.mode, a.rope.n_rot)) : qx[n][kk];
+        }
+    }
+    if (RK) __syncthreads();
+
+    uint32_t qb[NT][HD / 16][2];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int d = c * (HD / 4) + 4 * kk;
+            float4 x = qx[n][kk];
+            if constexpr (RK) {
+                if (8 * n + r < G) x = dm_rope4(x, qp[kk], d, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+            }
             qb[n][kk][0] = fa_pack(x.x, x.y);
             qb[n][kk][1] = fa_pack(x.z, x.w);
         }
     }
     RF_STAMP_AFTER(4, __uint_as_float(qb[0][0][0]));
+    if (RK) rf_grid_dep_launch(); /* the output projection may start loading its weights */
     /* the new position, by the last warp before its loop, lane l
      * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
      * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
