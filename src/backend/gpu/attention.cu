@@ -1666,20 +1666,21 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
     return make_float4(e[0], e[1], e[2], e[3]);
 }
 
-/* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok;
- * the backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's RK
- * instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched into
- * L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier that
- * publishes the table) and rotated; only then does the block let the output projection launch, so
- * that its early weight loads do not queue ahead of q's (7B tg128 on an H200, both together: Q4_0
- * +2.2%, Q4_K_M +1.7%, Q8_0 +2.5%, F16 +1.0%; the trigger at the block's start or after the loop
- * was slower for every 7B file: docs/PERF.md, forty-seventh session); and the split holding the last
- * position reads only the positions before it: its last warp rotates k_new, stores both rows
- * (rounded to f16) at slot[t] and writes that one position's state (m = its score, l = 1, acc = its
- * v row) as a fifth warp's, so no warp waits for the store and nothing of it stays live
- * through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from one step
- * to the next), and the block writes its output itself (one split) or the last split block of the
- * group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused combine. */
+/* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok; the
+ * backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
+ * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
+ * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
+ * that publishes the table) and rotated; only then does the block let the output projection launch,
+ * so that its early weight loads do not queue ahead of q's (7B tg128 on an H200, both together:
+ * Q4_0 +2.2%, Q4_K_M +1.7%, Q8_0 +2.5%, F16 +1.0%; the trigger at the block's start was slower for
+ * every 7B file, after the loop for all but Q4_K_M: docs/PERF.md, forty-seventh session); and the
+ * split holding the last position reads only the positions before it: its last warp rotates k_new,
+ * stores both rows (rounded to f16) at slot[t] and writes that one position's state (m = its score,
+ * l = 1, acc = its v row) as a fifth warp's, so no warp waits for the store and nothing of it stays
+ * live through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from
+ * one step to the next), and the block writes its output itself (one split) or the last split block
+ * of the group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused
+ * combine. */
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
                                                                                int *counters) {
