@@ -527,10 +527,10 @@ template <class F> struct MvpYLane {
     enum { ON = MVP_YLANE && !F::F32X && MvpMinBlocks<F>::N == 1 };
 };
 template <class F, int UN, int PAIR>
-__device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw, int64_t row_bytes,
-                                          int64_t n_in, const float *__restrict__ x, const float *__restrict__ norm_w,
-                                          float eps, int accum, const int8_t *__restrict__ xq,
-                                          const float2 *__restrict__ xd) {
+__device__ __forceinline__ void mvp_block(bool trig_late, unsigned blk0, const MvJobs &jobs, int64_t rows, int64_t rpw,
+                                          int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
+                                          const float *__restrict__ norm_w, float eps, int accum,
+                                          const int8_t *__restrict__ xq, const float2 *__restrict__ xd) {
     RF_STAMPS_BEGIN;
     extern __shared__ float4 mvp_smem4[];
     uint8_t *xs = (uint8_t *)mvp_smem4;
@@ -557,8 +557,8 @@ __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int
      * then, so its blocks never hold a slot one of ours still needs), and its grid dependency wait
      * still waits for this grid to complete. Triggering before this block's own wait rather than
      * after it, here and in k_mvt: 7B Q4_0 decode +1.9%, 1B Q8_0 +2.3%, the other files level
-     * (H200, docs/PERF.md, twenty-fifth session). */
-    mm_grid_dep_launch();
+     * (H200, docs/PERF.md, twenty-fifth session). trig_late: after the x staging instead (k_mvp2). */
+    if (!trig_late) mm_grid_dep_launch();
     /* Row r0 + lane's output (MvpYLane); the bias is a weight, so it may be read before the wait. */
     float *yo = NULL;
     float bo = 0.0f;
@@ -572,6 +572,7 @@ __device__ __forceinline__ void mvp_block(unsigned blk0, const MvJobs &jobs, int
     float scale, out_scale;
     const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);
     RF_STAMP(2);
+    if (trig_late) mm_grid_dep_launch();
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
         return;
@@ -629,7 +630,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
     k_mvp(MvJobs jobs, int64_t rows, int64_t rpw, int64_t row_bytes, int64_t n_in, const float *__restrict__ x,
           const float *__restrict__ norm_w, float eps, int accum, const int8_t *__restrict__ xq,
           const float2 *__restrict__ xd) {
-    mvp_block<F, UN, PAIR>(0u, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
+    mvp_block<F, UN, PAIR>(false, 0u, jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
 }
 
 /* k_mvp2: two k_mvp launches of different int8 formats over the same x in one grid, so that a
@@ -639,7 +640,14 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
  * itself, as k_mvp's do, so every output is bit for bit what the two launches give (and what
  * k_mvt gives for FB where it takes FB). The branch is uniform per block, so each body's block
  * barriers are whole. Launch: blockDim.x = MVP_THREADS (both formats' MvpThreads), dynamic shared
- * memory mvp_smem_bytes(0, n_in, MVP_THREADS); otherwise k_mvp's contract for each half. */
+ * memory mvp_smem_bytes(0, n_in, MVP_THREADS); otherwise k_mvp's contract for each half.
+ * Where n_in >= MVP2_TRIG_LATE_IN its blocks trigger the next kernel's launch (the decode
+ * attention's) after their x staging rather than before their grid dependency wait: whole-model
+ * tg128 on an H200, 2026-11-28, the same run: 7B Q4_K_M +1.5%, 7B Q5_K_M +0.7%; for the 1B shape
+ * (n_in 2048) the late trigger lost 0.9% (1B Q4_K_M), so it keeps the early one. Late for every
+ * decode matvec instead: 7B Q4_K_M +1.85%, but 1B Q4_K_M -3.7%, 1B Q8_0 -9.5% (docs/PERF.md,
+ * forty-eighth session). */
+#define MVP2_TRIG_LATE_IN 4096
 #ifdef MM_HIP
 #define MVP2_BOUNDS __launch_bounds__(MVP_THREADS)
 #else
@@ -653,10 +661,11 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
     static_assert(!FA::F32X && !FB::F32X && (int)MvpThreads<FA>::N == MVP_THREADS &&
                       (int)MvpThreads<FB>::N == MVP_THREADS,
                   "k_mvp2 pairs int8 formats with blocks of MVP_THREADS");
+    const bool late = n_in >= MVP2_TRIG_LATE_IN;
     if (blockIdx.x < nb_a)
-        mvp_block<FA, UA, 0>(0u, ja, rows_a, rpw_a, rb_a, n_in, x, norm_w, eps, accum, xq, xd);
+        mvp_block<FA, UA, 0>(late, 0u, ja, rows_a, rpw_a, rb_a, n_in, x, norm_w, eps, accum, xq, xd);
     else
-        mvp_block<FB, UB, 0>(nb_a, jb, rows_b, rpw_b, rb_b, n_in, x, norm_w, eps, accum, xq, xd);
+        mvp_block<FB, UB, 0>(late, nb_a, jb, rows_b, rpw_b, rb_b, n_in, x, norm_w, eps, accum, xq, xd);
 }
 
 /* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */
