@@ -1670,7 +1670,8 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
  * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
  * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
- * that publishes the table) and rotated; only then does the block let the output projection launch,
+ * that publishes the table), four dims per lane, rotated into the warp's row of shared memory and
+ * read from there into the fragments; only then does the block let the output projection launch,
  * so that its early weight loads do not queue ahead of q's (7B tg128 on an H200, both together:
  * Q4_0 +2.2%, Q4_K_M +1.7%, Q8_0 +2.5%, F16 +1.0%; the trigger at the block's start was slower for
  * every 7B file, after the loop for all but Q4_K_M: docs/PERF.md, forty-seventh session); and the
@@ -1701,6 +1702,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int pe = own ? pe_all - 1 : pe_all;
     const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
     __shared__ float rope_cs[RK ? HD / 2 : 1], rope_sn[RK ? HD / 2 : 1];
+    __shared__ __align__(16) float q_rot[RK ? DM_THREADS / 32 : 1][RK ? HD : 4]; /* each warp's rotated q */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
@@ -1714,35 +1716,44 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
                          &rope_cs[i], &rope_sn[i]);
     rf_grid_dep_wait();
     RF_STAMP(1);
-    /* this lane's q pieces (lanes r < G of each head tile; RK: one tile, with each piece's NEOX
-     * partner), loaded before the barrier that the rotation waits for */
-    float4 qx[NT][HD / 16], qp[RK ? HD / 16 : 1];
-#pragma unroll
-    for (int n = 0; n < NT; n++) {
-        const int j = 8 * n + r;
-        const float *q = j < G ? a.q + ((int64_t)t * a.n_head + h0 + j) * HD : NULL;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            const int d = c * (HD / 4) + 4 * kk;
-            qx[n][kk] = q ? *(const float4 *)(q + d) : make_float4(0.f, 0.f, 0.f, 0.f);
-            if constexpr (RK)
-                qp[kk] = q ? *(const float4 *)(q + dm_rope4_src(d, a.rope.mode, a.rope.n_rot)) : qx[n][kk];
-        }
-    }
-    if (RK) __syncthreads();
-
+    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
     uint32_t qb[NT][HD / 16][2];
-#pragma unroll
-    for (int n = 0; n < NT; n++) {
+    if constexpr (RK) {
+        /* One query head (G == 1). Lane l of each warp loads q's dims 4l .. 4l + 3 and their NEOX
+         * partners right after the wait, rotates them once the table's barrier has passed and puts
+         * them in the warp's row of q_rot, from which the lanes of the fragments' row r == 0 read
+         * their pieces: one load pair and one rotation per lane, not HD / 16 of each on the four lanes
+         * that hold q. q_rot[warp] is the same rotated row dec_rope8 gives. */
+        const int qd = 4 * lane;
+        const float *qh = a.q + ((int64_t)t * a.n_head + h0) * HD;
+        float4 qv = z4, qpv = z4;
+        if (qd < HD) {
+            qv = *(const float4 *)(qh + qd);
+            const int src = dm_rope4_src(qd, a.rope.mode, a.rope.n_rot);
+            qpv = src != qd ? *(const float4 *)(qh + src) : qv;
+        }
+        __syncthreads();
+        if (qd < HD)
+            *(float4 *)&q_rot[warp][qd] = dm_rope4(qv, qpv, qd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        __syncwarp();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            const int d = c * (HD / 4) + 4 * kk;
-            float4 x = qx[n][kk];
-            if constexpr (RK) {
-                if (8 * n + r < G) x = dm_rope4(x, qp[kk], d, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+            const float4 x = r == 0 ? *(const float4 *)&q_rot[warp][c * (HD / 4) + 4 * kk] : z4;
+            qb[0][kk][0] = fa_pack(x.x, x.y);
+            qb[0][kk][1] = fa_pack(x.z, x.w);
+        }
+    } else {
+        /* this lane's q pieces (lanes r < G of each head tile) */
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            const int j = 8 * n + r;
+            const float *q = j < G ? a.q + ((int64_t)t * a.n_head + h0 + j) * HD : NULL;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const float4 x = q ? *(const float4 *)(q + c * (HD / 4) + 4 * kk) : z4;
+                qb[n][kk][0] = fa_pack(x.x, x.y);
+                qb[n][kk][1] = fa_pack(x.z, x.w);
             }
-            qb[n][kk][0] = fa_pack(x.x, x.y);
-            qb[n][kk][1] = fa_pack(x.z, x.w);
         }
     }
     RF_STAMP_AFTER(4, __uint_as_float(qb[0][0][0]));
@@ -1753,14 +1764,12 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const bool nown = RK && own && warp == nw - 1; /* warp-uniform */
     const int nd = 4 * lane, nsrc = dm_rope4_src(nd, a.rope.mode, a.rope.n_rot);
     const bool non = nown && nd < HD;
-    const int64_t nkv = (int64_t)t * kv_dim + (int64_t)g * HD, nqr = ((int64_t)t * a.n_head + h0) * HD;
-    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int64_t nkv = (int64_t)t * kv_dim + (int64_t)g * HD;
     const float4 nk = non ? *(const float4 *)(a.k_new + nkv + nd) : z4, nkp = non ? *(const float4 *)(a.k_new + nkv + nsrc) : z4;
     const float4 nv = non ? *(const float4 *)(a.v_new + nkv + nd) : z4;
-    const float4 nq = non ? *(const float4 *)(a.q + nqr + nd) : z4, nqp = non ? *(const float4 *)(a.q + nqr + nsrc) : z4;
     if (nown) { /* rotated, rounded to f16 and stored; its state m = score, l = 1, acc = v as warp nw's */
         const float4 kf = dm_rope4(nk, nkp, nd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
-        const float4 qf = dm_rope4(nq, nqp, nd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        const float4 qf = non ? *(const float4 *)&q_rot[warp][nd] : z4; /* q rotated, as above */
         const __half2 k01 = __floats2half2_rn(kf.x, kf.y), k23 = __floats2half2_rn(kf.z, kf.w);
         const __half2 v01 = __floats2half2_rn(nv.x, nv.y), v23 = __floats2half2_rn(nv.z, nv.w);
         const float2 ka = __half22float2(k01), kb = __half22float2(k23);
