@@ -650,13 +650,14 @@ static void test_rope_attention(void) {
      * (NEOX, Qwen2); a group of 8 with partial NEOX rotation; hd 80 with n_rot 40 (NORMAL pairs
      * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
      * not fusable, so two launches: NEOX n_rot 24 (not a multiple of 16), hd 36 (not a multiple
-     * of 8); one head per KV head at hd 64 with partial NEOX rotation (the tensor-core kernel's
-     * rope-fused instance at hd 64) */
+     * of 8); one head per KV head at hd 64 with partial NEOX rotation and at hd 128 with whole
+     * NEOX rotation (the tensor-core kernel's rope-fused instances, whose lanes rotate q four dims
+     * each with their partners from another lane's dims) */
     static const int cfg[][6] = {{32, 32, 128, RF_ROPE_NORMAL, 128, 0}, {32, 8, 64, RF_ROPE_NORMAL, 64, 1},
                                  {14, 2, 64, RF_ROPE_NEOX, 64, 0},      {8, 1, 128, RF_ROPE_NEOX, 64, 1},
                                  {4, 2, 80, RF_ROPE_NORMAL, 40, 0},     {32, 2, 32, RF_ROPE_NEOX, 32, 0},
                                  {4, 4, 64, RF_ROPE_NEOX, 24, 0},       {6, 3, 36, RF_ROPE_NORMAL, 36, 0},
-                                 {8, 8, 64, RF_ROPE_NEOX, 32, 1}};
+                                 {8, 8, 64, RF_ROPE_NEOX, 32, 1},       {32, 32, 128, RF_ROPE_NEOX, 128, 0}};
     static const int lens[] = {1, 2, 33, 200, 700};
     for (size_t ci = 0; ci < RF_ARRAY_LEN(cfg); ci++)
         for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {

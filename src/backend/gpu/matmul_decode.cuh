@@ -645,7 +645,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
  * attention's) after their x staging rather than before their grid dependency wait: whole-model
  * tg128 on an H200, 2026-11-28, the same run: 7B Q4_K_M +1.5%, 7B Q5_K_M +0.7%; for the 1B shape
  * (n_in 2048) the late trigger lost 0.9% (1B Q4_K_M), so it keeps the early one. Late for every
- * decode matvec instead: 7B Q4_K_M +1.85%, but 1B Q4_K_M -3.7%, 1B Q8_0 -9.5% (docs/PERF.md,
+ * decode matvec instead: 7B Q4_K_M +1.8%, but 1B Q4_K_M -3.6%, 1B Q8_0 -9.4% (docs/PERF.md,
  * forty-eighth session). */
 #define MVP2_TRIG_LATE_IN 4096
 #ifdef MM_HIP
