@@ -651,8 +651,8 @@ static void test_rope_attention(void) {
      * ending inside a lane's eight dims); a group of 16 (two blocks of heads, one stores the row);
      * not fusable, so two launches: NEOX n_rot 24 (not a multiple of 16), hd 36 (not a multiple
      * of 8); one head per KV head at hd 64 with partial NEOX rotation and at hd 128 with whole
-     * NEOX rotation (the tensor-core kernel's rope-fused instances, whose lanes rotate q four dims
-     * each with their partners from another lane's dims) */
+     * NEOX rotation (the tensor-core kernel's rope-fused instances, whose lanes rotate four of q's
+     * dims each, with their partners from q's other half) */
     static const int cfg[][6] = {{32, 32, 128, RF_ROPE_NORMAL, 128, 0}, {32, 8, 64, RF_ROPE_NORMAL, 64, 1},
                                  {14, 2, 64, RF_ROPE_NEOX, 64, 0},      {8, 1, 128, RF_ROPE_NEOX, 64, 1},
                                  {4, 2, 80, RF_ROPE_NORMAL, 40, 0},     {32, 2, 32, RF_ROPE_NEOX, 32, 0},
