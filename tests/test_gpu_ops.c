@@ -303,12 +303,42 @@ static void test_rope(void) {
 /* ---- attention ------------------------------------------------------------------------------ */
 
 #if HAVE_GPU_BUILD
+/* How many of the int8 copy's values and scales (hq[32 * nb], hdd[2 * nb]) differ from the int8
+ * path's quantization of got[32 * nb], done here on the host (per 32 elements: d = amax / 127, q =
+ * round-to-even(v * 127 / amax) clamped to +-127, the pair {d, d * sum q}; a block with inf / NaN:
+ * d = NaN, counted in *marked). */
+static size_t xq_host_diff(const float *got, const int8_t *hq, const float *hdd, size_t nb, size_t *marked) {
+    size_t bad = 0;
+    for (size_t b = 0; b < nb; b++) {
+        float amax = 0.0f;
+        int nf = 0;
+        for (int i = 0; i < 32; i++) {
+            const float v = fabsf(got[32 * b + i]);
+            if (!(v <= FLT_MAX)) nf = 1;
+            amax = fmaxf(amax, v);
+        }
+        if (nf) {
+            ++*marked;
+            bad += !isnan(hdd[2 * b]);
+            continue;
+        }
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sq = 0;
+        for (int i = 0; i < 32; i++) {
+            int q = (int)rintf(got[32 * b + i] * id);
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            sq += q;
+            bad += hq[32 * b + i] != q;
+        }
+        bad += hdd[2 * b] != d || hdd[2 * b + 1] != d * (float)sq;
+    }
+    return bad;
+}
+
 /* The decode kernel's int8 copy of its output (kernels.h, rf_gpu_attn_args.xq; one token, written
  * by the fused combine or the combine kernel): at 1, 3 and 200 splits the f32 output is checked as
- * above, and the int8 copy must equal
- * the int8 path's quantization of that output, done here on the host (per 32 elements: d =
- * amax / 127, q = round-to-even(v * 127 / amax) clamped to +-127, the pair {d, d * sum q}; a
- * block with inf / NaN: d = NaN), bit for bit. */
+ * above, and the int8 copy must equal the int8 path's quantization of that output (xq_host_diff),
+ * bit for bit. */
 static void attention_xq_check(const char *label, const rf_step *ds, const rf_attn_dims *dims, const float *dq,
                                const void *dkc, const void *dvc, float *dout, const float *ref, uint32_t kvt) {
     const int n_head = dims->n_head, hd = dims->head_dim;
@@ -344,30 +374,8 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
             CHECK_CLOSE(what, got, ref, nq, 2e-3, 1e-2);
         else
             CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
-        size_t bad = 0, marked = 0;
-        for (size_t b = 0; b < nb; b++) {
-            float amax = 0.0f;
-            int nf = 0;
-            for (int i = 0; i < 32; i++) {
-                const float v = fabsf(got[32 * b + i]);
-                if (!(v <= FLT_MAX)) nf = 1;
-                amax = fmaxf(amax, v);
-            }
-            if (nf) {
-                marked++;
-                bad += !isnan(hdd[2 * b]);
-                continue;
-            }
-            const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int sq = 0;
-            for (int i = 0; i < 32; i++) {
-                int q = (int)rintf(got[32 * b + i] * id);
-                q = q > 127 ? 127 : (q < -127 ? -127 : q);
-                sq += q;
-                bad += hq[32 * b + i] != q;
-            }
-            bad += hdd[2 * b] != d || hdd[2 * b + 1] != d * (float)sq;
-        }
+        size_t marked = 0;
+        const size_t bad = xq_host_diff(got, hq, hdd, nb, &marked);
         CHECK(bad == 0, "%s: %zu int8 values or scales differ from the host quantization (%zu blocks marked non-finite)",
               what, bad, marked);
         dfree(scr);
@@ -631,6 +639,38 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
         CHECK(!memcmp(gk1, gk2, kvb) && !memcmp(gv1, gv2, kvb),
               "%s: the cache differs from the two-op path's", what);
+        if (splits[si][0] == 1 || splits[si][0] == 3) {
+            /* path 3: the fused launch itself with the int8 copy on (the output projection's x;
+             * one split: the tensor-core instance's own merge, dm_rk_out), against path 1's output
+             * and the host quantization of its own */
+            float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
+            void *dkc = dput(kcs, kvb), *dvc = dput(vcs, kvb);
+            const size_t nb = qd / 32, sb = rf_gpu_attn_decode_scratch(1, n_head, hd, splits[si][0]);
+            void *dxq = be->ops->alloc(be, qd), *dxd = be->ops->alloc(be, sizeof(float) * 2 * nb);
+            void *zero = calloc(1, sb), *scr = dput(zero, sb);
+            int8_t *hxq = malloc(qd);
+            float *hxd = malloc(sizeof(float) * 2 * nb), *three = malloc(4 * qd);
+            rf_gpu_attn_args a = {1,       n_head,     n_kv,     hd,   dims.scale, ds.block_size, ds.max_blocks,
+                                  ds.pos,  ds.seq_row, ds.block_table, dq, dkc,    dvc,           kvt,
+                                  dout,    dxq,        dxd,      rope, dk,         dv,            ds.slot,
+                                  rf_gpu_attn_decode_gb(n_head, n_kv, len), tc};
+            const int fusable = hd % 32 == 0 && rf_gpu_attn_decode_rope_ok(&a, &rope, dk, dv, splits[si][0], 0);
+            if (fusable) {
+                be->ops->upload(be, dout, poison, 4 * qd);
+                int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, splits[si][0], (float *)scr);
+                if (!rc) rc = dget(three, dout, 4 * qd) || dget(hxq, dxq, qd) || dget(hxd, dxd, sizeof(float) * 2 * nb);
+                CHECK(rc == 0, "%s (path 3, int8 copy): launch or copy failed", what);
+                char what3[240];
+                snprintf(what3, sizeof what3, "%s, the launch with its int8 copy on", what);
+                CHECK_CLOSE(what3, three, got, qd, tc ? atol : 1e-5, tc ? rtol : 1e-5);
+                size_t marked = 0;
+                const size_t bad = xq_host_diff(three, hxq, hxd, nb, &marked);
+                CHECK(bad == 0, "%s: %zu int8 values or scales differ from the host quantization (%zu blocks marked)",
+                      what3, bad, marked);
+            }
+            dfree(dq); dfree(dk); dfree(dv); dfree(dkc); dfree(dvc); dfree(dxq); dfree(dxd); dfree(scr);
+            free(zero); free(hxq); free(hxd); free(three);
+        }
         char what2[240];
         snprintf(what2, sizeof what2, "%s vs the two-op path", what);
         /* tensor cores: the two-op path rounds the new position's q and weight to f16 as well */
