@@ -24,6 +24,7 @@
 #include "kv_quant.cuh"
 #include "rope_device.cuh"
 #include "phase_stamps.cuh"
+#include "quantize32.cuh"
 
 static __device__ __forceinline__ int64_t att_slot(const int32_t *bt, int block_size, int p) {
     return (int64_t)bt[p / block_size] * block_size + p % block_size;
@@ -371,45 +372,6 @@ static __device__ __forceinline__ float dec_scale(float m, float M) { return m =
 /* The fused combine reads every split's partial in one thread: used up to this many splits. */
 #define DEC_FUSED_MAX_SPLITS 32
 
-/* The int8 copy of output element e = o (kernels.h, rf_gpu_attn_args.xq), exactly as matmul.cu's
- * mm_quantize_x (with its non-finite mark) quantizes it. The 32 elements of e's block must be held
- * by 32 consecutive lanes of one warp (lane = e % 32 within any warp size), all calling together. */
-static __device__ __forceinline__ void dec_quantize32(float o, int64_t e, int8_t *xq, float2 *xd) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    /* sm_80+: the block's |o| maximum as one integer reduction (redux.sync) of the bit patterns,
-     * whose order is the floats' for values >= 0 (inf and NaN are the patterns >= 0x7f800000), and
-     * sum q as another; a block holding inf or NaN takes the shuffles below. The same outputs bit
-     * for bit, ~10 instructions fewer on the attention's last stretch (H200 tg128: 1B +0.5%, 7B
-     * +0.2-0.4%; docs/PERF.md, forty-ninth session). */
-    const unsigned mb = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(o)));
-    if (mb < 0x7f800000u) {
-        const float am = __uint_as_float(mb), idr = am > 0.0f ? 127.0f / am : 0.0f;
-        int qr = __float2int_rn(o * idr);
-        qr = qr > 127 ? 127 : (qr < -127 ? -127 : qr);
-        const int sqr = __reduce_add_sync(0xffffffffu, qr);
-        xq[e] = (int8_t)qr;
-        if ((e & 31) == 0) {
-            const float dq = am / 127.0f;
-            xd[e / 32] = make_float2(dq, dq * (float)sqr);
-        }
-        return;
-    }
-#endif
-    float amax = fabsf(o);
-    int bad = !(amax <= 3.402823466e38f); /* inf or NaN */
-    for (int off = 16; off > 0; off >>= 1) {
-        amax = fmaxf(amax, RF_SHFL_XOR(amax, off));
-        bad |= RF_SHFL_XOR(bad, off);
-    }
-    const float dq = bad ? NAN : amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int q = __float2int_rn(o * id);
-    q = q > 127 ? 127 : (q < -127 ? -127 : q);
-    int sq = q;
-    for (int off = 16; off > 0; off >>= 1) sq += RF_SHFL_XOR(sq, off);
-    xq[e] = (int8_t)q;
-    if ((e & 31) == 0) xd[e / 32] = make_float2(dq, dq * (float)sq);
-}
-
 /* Moves the n bytes at p into L2, one prefetch per 128-byte line (CUDA; a no-op elsewhere). */
 static __device__ __forceinline__ void dec_prefetch_l2(const void *p, int n) {
 #if defined(__CUDA_ARCH__)
@@ -446,7 +408,7 @@ static __device__ __forceinline__ bool dec_block_out(const rf_gpu_attn_args &a, 
             const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
             const float o = v / L;
             a.out[e] = o;
-            if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+            if (a.xq) rf_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
             continue;
         }
         float *dst = part + (((int64_t)t * a.n_head + h0 + j) * n_split + s) * (hd + 2);
@@ -491,7 +453,7 @@ static __device__ __forceinline__ void dec_combine_last(const rf_gpu_attn_args &
         const int64_t e = ((int64_t)t * a.n_head + h0 + j) * hd + d;
         const float o = v / L;
         a.out[e] = o;
-        if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+        if (a.xq) rf_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
     }
 }
 
@@ -770,7 +732,7 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
     }
     st_m[threadIdx.x] = m, st_l[threadIdx.x] = l, st_a[threadIdx.x] = acc;
     __syncthreads();
-    if (r == 0) { /* whole warps (hd % 32 == 0 where xq is written): dec_quantize32's lanes */
+    if (r == 0) { /* whole warps (hd % 32 == 0 where xq is written): rf_quantize32's lanes */
         float M = -INFINITY;
         for (int i = 0; i < R; i++) M = fmaxf(M, st_m[i * hd + d]);
         float L = 0.0f, A = 0.0f;
@@ -780,7 +742,7 @@ static __global__ void __launch_bounds__(COMB_THREADS) attn_combine_kernel(const
             A += st_a[i * hd + d] * w;
         }
         out[(int64_t)th * hd + d] = A / L;
-        if (xq) dec_quantize32(A / L, (int64_t)th * hd + d, xq, xd);
+        if (xq) rf_quantize32(A / L, (int64_t)th * hd + d, xq, xd);
     }
 }
 
@@ -1712,7 +1674,7 @@ static __device__ __forceinline__ void dm_rk_out(const rf_gpu_attn_args &a, cons
     const int64_t e = ((int64_t)t * a.n_head + h0) * HD + d;
     const float o = v / L;
     a.out[e] = o;
-    if (a.xq) dec_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+    if (a.xq) rf_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
 }
 
 /* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok; the

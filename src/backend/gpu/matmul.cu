@@ -98,6 +98,7 @@ extern "C" {
 }
 #include "matmul_gpu.h"
 #include "phase_stamps.cuh"
+#include "quantize32.cuh"
 
 #define HD __host__ __device__ __forceinline__
 
@@ -521,23 +522,6 @@ MM_UNROLL
         }
     }
 };
-/* xin = silu(gate) * up = gate / (1 + expf(-gate)) * up (elementwise.cu's swiglu), also stored to
- * out in f32 (out may alias gate or up: each piece is read whole before it is written). */
-struct MmSwigluSrc {
-    const float *gate, *up;
-    float *out;
-    __device__ __forceinline__ void load(int p, float v[8], float &) const {
-        const float4 ga = *(const float4 *)(gate + 8 * p), gb = *(const float4 *)(gate + 8 * p + 4);
-        const float4 ua = *(const float4 *)(up + 8 * p), ub = *(const float4 *)(up + 8 * p + 4);
-        const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-        const float u[8] = {ua.x, ua.y, ua.z, ua.w, ub.x, ub.y, ub.z, ub.w};
-MM_UNROLL
-        for (int i = 0; i < 8; i++) v[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        *(float4 *)(out + 8 * p) = make_float4(v[0], v[1], v[2], v[3]);
-        *(float4 *)(out + 8 * p + 4) = make_float4(v[4], v[5], v[6], v[7]);
-    }
-};
-
 /* The int8 path's quantization of one column xin (from source S, see above): per 32 elements
  * q = round(xin / d) in [-127, 127], d = amax / 127; q to xq[0, n_in), {d, d * sum q} to
  * xd[0, n_in / 32); with MARK, a 32-block holding an inf or NaN gets d = NaN (so that a reader of
@@ -620,13 +604,20 @@ __global__ void __launch_bounds__(QX_THREADS)
     if (threadIdx.x == 0) rinfo[c] = make_float2(scale, bad ? 1.0f : 0.0f);
 }
 
-/* k_swiglu_q: out[i] = silu(gate[i]) * up[i] for i < n_in (elementwise.cu's swiglu; out may
- * alias gate or up), and the same values quantized as k_qx does into xq[0, n_in), xd[0, n_in / 32)
- * (mm_quantize_x; a 32-block with a non-finite value gets d = NaN). gate, up, out 16-byte aligned,
- * n_in % 32 == 0. Launch: blockDim.x = QX_THREADS, any gridDim.x (blocks stride over the
- * 8-element pieces). Lets the next kernel (the down projection's k_mvp) start at once; launched as
- * a programmatic dependent launch where k_mvp is (it waits before reading gate and up). */
-__global__ void __launch_bounds__(QX_THREADS)
+/* k_swiglu_q: out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + expf(-gate[i])) * up[i] for i < n_in
+ * (elementwise.cu's swiglu; out may alias gate or up: each thread reads its element before it
+ * writes it), and the same values quantized as k_qx does into xq[0, n_in), xd[0, n_in / 32)
+ * (rf_quantize32; a 32-block with a non-finite value gets d = NaN). n_in % 32 == 0. Launch:
+ * blockDim.x = SWQ_THREADS (a multiple of 32), gridDim.x = ceil(n_in / SWQ_THREADS): one element
+ * per thread, so that the step's chain through this kernel is one load, one expf and the block's
+ * two reductions (7B / 1B Q4_K_M tg128 +0.45% / +2.3%, 7B Q4_0 +1.2% against eight elements per
+ * thread in 3 blocks, H200; docs/PERF.md, forty-ninth session). Lets the next kernel (the down
+ * projection's k_mvp) start at once; launched as a programmatic dependent launch where k_mvp is
+ * (it waits before reading gate and up). */
+#ifndef SWQ_THREADS /* a build-time knob (bench/gpu_mm_build.sh's NVCC_EXTRA); any multiple of 32 */
+#define SWQ_THREADS 256
+#endif
+__global__ void __launch_bounds__(SWQ_THREADS)
     k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
                float2 *__restrict__ xd) {
     RF_STAMPS_BEGIN;
@@ -634,9 +625,12 @@ __global__ void __launch_bounds__(QX_THREADS)
     mm_grid_dep_wait(); /* gate and up come from the previous kernel */
     RF_STAMP(1);
     RF_STAMP(2); /* no staging */
-    const MmSwigluSrc src = {gate, up, out};
-    float ss = 0.0f;
-    (void)mm_quantize_x<0, 1>(src, n_in, (int)(blockIdx.x * blockDim.x), (int)(gridDim.x * blockDim.x), xq, xd, &ss);
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_in) { /* whole 32-element blocks: n_in % 32 == 0 */
+        const float g = gate[i], v = g / (1.0f + expf(-g)) * up[i];
+        out[i] = v;
+        rf_quantize32(v, i, xq, xd);
+    }
     RF_STAMPS_END(RF_STAMP_SWIGLU);
 }
 
@@ -1749,22 +1743,21 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     if (!ctx->xq_on || !ctx->qbuf || n_in <= 0 || n_in % 32 || n_in > QX_MAX_IN || (uintptr_t)gate % 16 ||
         (uintptr_t)up % 16 || (uintptr_t)out % 16)
         return 0;
-    const int64_t pieces = n_in / 8;
-    const unsigned grid = (unsigned)((pieces + QX_THREADS - 1) / QX_THREADS);
+    const unsigned grid = (unsigned)((n_in + SWQ_THREADS - 1) / SWQ_THREADS);
     int8_t *xq = (int8_t *)ctx->qbuf;
     float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
 #ifndef MM_HIP
     if (mm_pdl_now(ctx, ctx->pdl_graph)) {
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at;
-        mm_pdl_config(ctx, dim3(grid), dim3(QX_THREADS), 0, &cfg, &at);
+        mm_pdl_config(ctx, dim3(grid), dim3(SWQ_THREADS), 0, &cfg, &at);
         if (mm_check(cudaLaunchKernelEx(&cfg, k_swiglu_q, gate, up, n_in, out, xq, xd), "swiglu launch (programmatic)"))
             return -1;
     } else
 #endif
     {
         (void)mmGetLastError();
-        k_swiglu_q<<<grid, QX_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, xq, xd);
+        k_swiglu_q<<<grid, SWQ_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, xq, xd);
         if (mm_check(mmGetLastError(), "swiglu launch")) return -1;
     }
     ctx->xq_x = out;

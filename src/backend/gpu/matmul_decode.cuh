@@ -382,7 +382,7 @@ __device__ __forceinline__ void mvp_pair_emit(const MvJobs &jobs, int64_t r, flo
     if (j == 0)
         *g = v;
     else
-        jobs.j[0].y[o] = *g / (1.0f + expf(-*g)) * v; /* MmSwigluSrc's expression */
+        jobs.j[0].y[o] = *g / (1.0f + expf(-*g)) * v; /* k_swiglu_q's expression */
 }
 
 /* The staging of k_mvp / k_mvt (see k_mvp): stages x into xs, returns the block's non-finite flag
