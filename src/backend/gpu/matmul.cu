@@ -610,12 +610,13 @@ __global__ void __launch_bounds__(QX_THREADS)
  * (rf_quantize32; a 32-block with a non-finite value gets d = NaN). n_in % 32 == 0. Launch:
  * blockDim.x = SWQ_THREADS (a multiple of 32), gridDim.x = ceil(n_in / SWQ_THREADS): one element
  * per thread, so that the step's chain through this kernel is one load, one expf and the block's
- * two reductions (7B / 1B Q4_K_M tg128 +0.45% / +2.3%, 7B Q4_0 +1.2% against eight elements per
- * thread in 3 blocks, H200; docs/PERF.md, forty-ninth session). Lets the next kernel (the down
- * projection's k_mvp) start at once; launched as a programmatic dependent launch where k_mvp is
- * (it waits before reading gate and up). */
+ * two reductions (H200 tg128, blocks of 256 against eight elements per thread in 3 blocks of 512:
+ * 7B / 1B Q4_K_M +0.45% / +2.3%, 7B Q4_0 +1.2%; blocks of 128 against 256: 7B Q4_0 +0.95%, the
+ * others level; of 64: 7B Q4_0 -1.8%; docs/PERF.md, forty-ninth session). Lets the next kernel
+ * (the down projection's matvec) start at once; launched as a programmatic dependent launch where
+ * that matvec is (it waits before reading gate and up). */
 #ifndef SWQ_THREADS /* a build-time knob (bench/gpu_mm_build.sh's NVCC_EXTRA); any multiple of 32 */
-#define SWQ_THREADS 256
+#define SWQ_THREADS 128
 #endif
 __global__ void __launch_bounds__(SWQ_THREADS)
     k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
