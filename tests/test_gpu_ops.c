@@ -543,7 +543,10 @@ static void test_attention(void) {
  * k differ from the CPU's by an ulp of theta, see rope; the cache: the rope tolerances, every
  * other slot unchanged), and against the GPU's own two-op path (rope_store_kv, attention) on the
  * same inputs: the cache bit for bit, out 1e-5 (only the last position's place in the sum
- * differs). Split counts: automatic, 1, 3 and 200 (more than the fused combine takes). */
+ * differs). Split counts: automatic, 1, 3 and 200 (more than the fused combine takes). At 1 and 3
+ * splits the fused launch is also called directly with its int8 copy on (the output projection's
+ * x, which the op leaves in the matmul context): out as path 1's, the copy bit for bit the host
+ * quantization of that out (xq_host_diff). */
 static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int nan_k,
                                 uint32_t kvt) {
     int lens[] = {len}, tails[] = {1};
