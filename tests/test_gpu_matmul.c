@@ -866,8 +866,10 @@ static void test_decode_pair_bounds(gpu_env *env) {
  * of ulp: |out - ref| <= 1e-6 |ref|), then the exact dot in double with test_case's int8
  * tolerance. Odd block counts of 32, a few large n_in (several producer blocks), accumulate and
  * bias on / off, then non-finite inputs: a NaN in up makes every output NaN, an inf in gate gives
- * exactly the oracle's inf / NaN per output (the consumer's exact f32 path). Finally the int8 copy
- * must be good for the next call only: a matmul on another x in between, then x = out again. */
+ * exactly the oracle's inf / NaN per output (the consumer's exact f32 path). The int8 copy itself
+ * (rf_gpu_mm_xq_buffers) must be the host quantization of out bit for bit (test_xq_diff), with
+ * blocks marked exactly when an input was not finite. Finally the int8 copy must be good for the
+ * next call only: a matmul on another x in between, then x = out again. */
 static void test_swiglu_q(gpu_env *env) {
     static const uint32_t ST[] = {RF_TYPE_Q4_0, RF_TYPE_Q4_0 | LAYOUT, RF_TYPE_Q8_0 | LAYOUT, RF_TYPE_Q4_K,
                                   RF_TYPE_Q6_K, RF_TYPE_Q5_0,      RF_TYPE_F16,       RF_TYPE_IQ4_XS,
@@ -916,6 +918,23 @@ static void test_swiglu_q(gpu_env *env) {
         int rc = dw ? rf_gpu_mm_swiglu(env->ctx, dg, du, n_in, dg) : -1;
         CHECK(rc == 1, "swiglu_q %s n_in %lld: rc %d (%s)", tname(type), (long long)n_in, rc,
               rc < 0 ? rf_last_error() : "");
+        void *dxq = NULL, *dxd = NULL;
+        if (rc == 1 && rf_gpu_mm_xq_buffers(env->ctx, n_in, &dxq, &dxd)) {
+            /* the int8 copy itself: bit for bit the quantization of out, its non-finite blocks marked */
+            const size_t nb = (size_t)n_in / 32;
+            int8_t *hq = malloc((size_t)n_in);
+            float *hd = malloc(sizeof(float) * 2 * nb);
+            int rc2 = rf_gpu_mm_sync(env->ctx);
+            if (rc2 == 0) rc2 = rf_gpu_mm_download(out, dg, sizeof(float) * (size_t)n_in);
+            if (rc2 == 0) rc2 = rf_gpu_mm_download(hq, dxq, (size_t)n_in);
+            if (rc2 == 0) rc2 = rf_gpu_mm_download(hd, dxd, sizeof(float) * 2 * nb);
+            size_t marked = 0;
+            const size_t bad = rc2 == 0 ? test_xq_diff(out, hq, hd, nb, &marked) : 1;
+            CHECK(bad == 0 && (marked > 0) == (non_finite != 0),
+                  "swiglu_q %s n_in %lld non_finite %d: %zu int8 codes or scales differ from the host quantization, "
+                  "%zu blocks marked", tname(type), (long long)n_in, non_finite, bad, marked);
+            free(hq), free(hd);
+        }
         if (rc == 1) rc = rf_gpu_matmul_ex(env->ctx, 1, &mo, n_in, dg, 1, NULL, 0.0f, accumulate, NULL);
         else rc = -1;
         if (rc == 0) rc = rf_gpu_mm_sync(env->ctx);

@@ -303,41 +303,9 @@ static void test_rope(void) {
 /* ---- attention ------------------------------------------------------------------------------ */
 
 #if HAVE_GPU_BUILD
-/* How many of the int8 copy's values and scales (hq[32 * nb], hdd[2 * nb]) differ from the int8
- * path's quantization of got[32 * nb], done here on the host (per 32 elements: d = amax / 127, q =
- * round-to-even(v * 127 / amax) clamped to +-127, the pair {d, d * sum q}; a block with inf / NaN:
- * d = NaN, counted in *marked). */
-static size_t xq_host_diff(const float *got, const int8_t *hq, const float *hdd, size_t nb, size_t *marked) {
-    size_t bad = 0;
-    for (size_t b = 0; b < nb; b++) {
-        float amax = 0.0f;
-        int nf = 0;
-        for (int i = 0; i < 32; i++) {
-            const float v = fabsf(got[32 * b + i]);
-            if (!(v <= FLT_MAX)) nf = 1;
-            amax = fmaxf(amax, v);
-        }
-        if (nf) {
-            ++*marked;
-            bad += !isnan(hdd[2 * b]);
-            continue;
-        }
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        int sq = 0;
-        for (int i = 0; i < 32; i++) {
-            int q = (int)rintf(got[32 * b + i] * id);
-            q = q > 127 ? 127 : (q < -127 ? -127 : q);
-            sq += q;
-            bad += hq[32 * b + i] != q;
-        }
-        bad += hdd[2 * b] != d || hdd[2 * b + 1] != d * (float)sq;
-    }
-    return bad;
-}
-
 /* The decode kernel's int8 copy of its output (kernels.h, rf_gpu_attn_args.xq; one token, written
  * by the fused combine or the combine kernel): at 1, 3 and 200 splits the f32 output is checked as
- * above, and the int8 copy must equal the int8 path's quantization of that output (xq_host_diff),
+ * above, and the int8 copy must equal the int8 path's quantization of that output (test_xq_diff),
  * bit for bit. */
 static void attention_xq_check(const char *label, const rf_step *ds, const rf_attn_dims *dims, const float *dq,
                                const void *dkc, const void *dvc, float *dout, const float *ref, uint32_t kvt) {
@@ -375,7 +343,7 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
         else
             CHECK_CLOSE(what, got, ref, nq, 1e-4, 1e-4);
         size_t marked = 0;
-        const size_t bad = xq_host_diff(got, hq, hdd, nb, &marked);
+        const size_t bad = test_xq_diff(got, hq, hdd, nb, &marked);
         CHECK(bad == 0, "%s: %zu int8 values or scales differ from the host quantization (%zu blocks marked non-finite)",
               what, bad, marked);
         dfree(scr);
@@ -546,7 +514,7 @@ static void test_attention(void) {
  * differs). Split counts: automatic, 1, 3 and 200 (more than the fused combine takes). At 1 and 3
  * splits the fused launch is also called directly with its int8 copy on (the output projection's
  * x, which the op leaves in the matmul context): out as path 1's, the copy bit for bit the host
- * quantization of that out (xq_host_diff). */
+ * quantization of that out (test_xq_diff). */
 static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int nan_k,
                                 uint32_t kvt) {
     int lens[] = {len}, tails[] = {1};
@@ -667,7 +635,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
                 snprintf(what3, sizeof what3, "%s, the launch with its int8 copy on", what);
                 CHECK_CLOSE(what3, three, got, qd, tc ? atol : 1e-5, tc ? rtol : 1e-5);
                 size_t marked = 0;
-                const size_t bad = xq_host_diff(three, hxq, hxd, nb, &marked);
+                const size_t bad = test_xq_diff(three, hxq, hxd, nb, &marked);
                 CHECK(bad == 0, "%s: %zu int8 values or scales differ from the host quantization (%zu blocks marked)",
                       what3, bad, marked);
             }

@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "test.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,4 +91,32 @@ double test_rel_l2(const float *a, const float *b, size_t n) {
         den += (double)b[i] * (double)b[i];
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+size_t test_xq_diff(const float *v, const int8_t *q, const float *d, size_t nb, size_t *marked) {
+    size_t bad = 0;
+    for (size_t b = 0; b < nb; b++) {
+        float amax = 0.0f;
+        int nf = 0;
+        for (int i = 0; i < 32; i++) {
+            const float a = fabsf(v[32 * b + i]);
+            if (!(a <= FLT_MAX)) nf = 1;
+            amax = fmaxf(amax, a);
+        }
+        if (nf) {
+            ++*marked;
+            bad += !isnan(d[2 * b]);
+            continue;
+        }
+        const float db = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sq = 0;
+        for (int i = 0; i < 32; i++) {
+            int c = (int)rintf(v[32 * b + i] * id);
+            c = c > 127 ? 127 : (c < -127 ? -127 : c);
+            sq += c;
+            bad += q[32 * b + i] != c;
+        }
+        bad += d[2 * b] != db || d[2 * b + 1] != db * (float)sq;
+    }
+    return bad;
 }

@@ -52,5 +52,10 @@ uint64_t test_seed(void);
 
 /* Relative L2 error ||a-b|| / ||b||. */
 double test_rel_l2(const float *a, const float *b, size_t n);
+/* How many of an int8 copy's codes and scales (q[32 * nb], d[2 * nb]) differ from the GPU int8
+ * path's quantization of v[32 * nb]: per 32 elements d = amax / 127, q = round-to-even(v * 127 /
+ * amax) clamped to +-127 (0 where amax = 0), the pair {d, d * sum q}; a block holding inf or NaN
+ * must have d = NaN (its codes are not compared) and is counted in *marked. */
+size_t test_xq_diff(const float *v, const int8_t *q, const float *d, size_t nb, size_t *marked);
 
 #endif
