@@ -691,6 +691,11 @@ static void test_rope_attention(void) {
                             li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
     }
+    /* past RF_GPU_ATTN_TC_MIN_POS: the 7B shape on the tensor-core kernel's rope-fused instance
+     * (at 200 splits, more than its fused combine takes, the plain tensor-core kernel after rope's
+     * own launch), the 1B shape on the plain tensor-core kernel after rope's launch */
+    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, 0, RF_TYPE_F16);
 }
 #endif
 

@@ -421,6 +421,37 @@ static __device__ __forceinline__ bool dec_block_out(const rf_gpu_attn_args &a, 
     return direct;
 }
 
+/* dec_block_out's direct case with one head per block (GB == 1, one split): thread d < hd writes dim
+ * d, merging the nw <= MAXW warps' states (wstride floats apart) in unrolled, predicated loops. The
+ * same operations in the same order as dec_block_out, so the same outputs bit for bit, without its
+ * general loops over heads and warps and its divisions by the runtime hd (H200 tg128, same run: 1B
+ * Q4_K_M +1.5%, Q8_0 +1.1%, F16 +0.7%; the tensor-core RK instance, 7B Q4_K_M +0.5%; docs/PERF.md,
+ * forty-ninth and fiftieth sessions). Needs hd <= blockDim.x and, where xq is written, hd % 32 == 0
+ * (whole warps reach rf_quantize32). */
+template <int MAXW>
+static __device__ __forceinline__ void dec_block_out1(const rf_gpu_attn_args &a, const float *dsm, int wstride, int nw,
+                                                      int hd, int t, int h0) {
+    const int d = threadIdx.x;
+    if (d >= hd) return; /* whole warps where xq is written: hd % 32 == 0 */
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < MAXW; w++)
+        if (w < nw) M = fmaxf(M, dsm[w * wstride]);
+    float L = 0.0f, v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < MAXW; w++)
+        if (w < nw) {
+            const float *ww = dsm + w * wstride;
+            const float c = dec_scale(ww[0], M);
+            L += ww[1] * c;
+            v += ww[2 + d] * c;
+        }
+    const int64_t e = ((int64_t)t * a.n_head + h0) * hd + d;
+    const float o = v / L;
+    a.out[e] = o;
+    if (a.xq) rf_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
+}
+
 /* Fused combine: the last of the n_split blocks of this (token, head chunk) to finish (counter:
  * its counter) merges the partials (as attn_combine_kernel). Each block publishes its partial
  * (fence) before counting itself; the last one resets the counter for the next launch (graph
@@ -677,6 +708,11 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     }
     __syncthreads();
     RF_STAMP(2);
+    if (GB == 1 && counters && n_split == 1 && hd <= (int)blockDim.x) {
+        dec_block_out1<DEC_MAX_WARPS>(a, dsm, hd + 2, nw, hd, t, h0);
+        RF_STAMPS_END(RF_STAMP_ATTN);
+        return;
+    }
     const bool direct = dec_block_out(a, dsm, GB, nw, nh, hd, t, h0, s, n_split, part, counters != NULL);
     RF_STAMPS_END(RF_STAMP_ATTN);
     if (counters && !direct) dec_combine_last(a, nh, hd, t, h0, n_split, part, counters + blockIdx.x);
@@ -833,7 +869,12 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     const bool tc = rf_gpu_attn_decode_tc(n_head, n_kv_head, head_dim, kv_type, n_pos);
     const int gb = tc ? G : rf_gpu_attn_decode_gb(n_head, n_kv_head, n_pos);
     const int64_t blocks = (int64_t)n_tokens * n_kv_head * ((G + gb - 1) / gb);
-    const int resident = tc ? dec_tc_resident(kv_type, head_dim, G) : dec_resident_t(kv_type, gb, head_dim, false);
+    /* A one-token step the tensor-core kernel's rope-fused instance can take (at any context) is
+     * sized by that kernel's residency: a count that fills the plain kernel's wave would leave it
+     * two waves, and the step would go to the plain kernel (7B at 512 positions, H200: 9 splits,
+     * 288 blocks against its 264; 8 splits there gave tg128 +7.6%, docs/PERF.md, fiftieth session). */
+    const bool tc_rk = n_tokens == 1 && rf_gpu_attn_decode_tc_rope(n_head, n_kv_head, head_dim, kv_type);
+    const int resident = tc || tc_rk ? dec_tc_resident(kv_type, head_dim, G) : dec_resident_t(kv_type, gb, head_dim, false);
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
      * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
@@ -842,6 +883,11 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
+    /* Below RF_GPU_ATTN_TC_MIN_POS a power of two: tg128 of the 1B shape (H200, every count from 2
+     * to 32 at 128-1,024 positions) lost 1.5-4% at 3, 5, 6 and 9 splits against 2, 4 and 8
+     * (docs/PERF.md, fiftieth session). */
+    if (n_pos < RF_GPU_ATTN_TC_MIN_POS)
+        while (n & (n - 1)) n &= n - 1;
     return n < 1 ? 1 : (int)n;
 }
 
@@ -1648,37 +1694,8 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
     return make_float4(e[0], e[1], e[2], e[3]);
 }
 
-/* dec_block_out for attn_dec_mma_kernel's RK instance with one split (G == 1): thread d < HD writes
- * dim d, merging the nws <= DM_THREADS / 32 + 1 warps' states in unrolled, predicated loops: the
- * same operations in the same order as dec_block_out, so the same outputs bit for bit, without its
- * general loops over heads and warps (H200 tg128: 7B Q4_K_M +0.5%, Q4_0 +0.2%; docs/PERF.md,
- * forty-ninth session). */
-template <int HD>
-static __device__ __forceinline__ void dm_rk_out(const rf_gpu_attn_args &a, const float *dsm, int nws, int t, int h0) {
-    constexpr int NWS = DM_THREADS / 32 + 1;
-    const int d = threadIdx.x;
-    if (d >= HD) return; /* whole warps: HD % 32 == 0 */
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < NWS; w++)
-        if (w < nws) M = fmaxf(M, dsm[w * (HD + 2)]);
-    float L = 0.0f, v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < NWS; w++)
-        if (w < nws) {
-            const float *ww = dsm + w * (HD + 2);
-            const float c = dec_scale(ww[0], M);
-            L += ww[1] * c;
-            v += ww[2 + d] * c;
-        }
-    const int64_t e = ((int64_t)t * a.n_head + h0) * HD + d;
-    const float o = v / L;
-    a.out[e] = o;
-    if (a.xq) rf_quantize32(o, e, (int8_t *)a.xq, (float2 *)a.xd);
-}
-
 /* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok; the
- * backend takes it below RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
+ * backend takes it at every context where it fits one wave, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
  * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
  * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
  * that publishes the table), four dims per lane, rotated into the warp's row of shared memory and
@@ -1690,7 +1707,8 @@ static __device__ __forceinline__ void dm_rk_out(const rf_gpu_attn_args &a, cons
  * stores both rows (rounded to f16) at slot[t] and writes that one position's state (m = its score,
  * l = 1, acc = its v row) as a fifth warp's, so no warp waits for the store and nothing of it stays
  * live through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from
- * one step to the next), and the block writes its output itself (one split) or the last split block
+ * one step to the next; at 1k-32k positions the instance still beat the plain tensor-core kernel
+ * with rope's own launch by 1.7-5%, docs/PERF.md, fiftieth session), and the block writes its output itself (one split) or the last split block
  * of the group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused
  * combine. */
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
@@ -1728,6 +1746,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     rf_grid_dep_wait();
     RF_STAMP(1);
     const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    /* RK: lane l's four dims of q (and of the new position's k and v) and their NEOX partners' */
+    const int ld = 4 * lane, lsrc = dm_rope4_src(ld, a.rope.mode, a.rope.n_rot);
     uint32_t qb[NT][HD / 16][2];
     if constexpr (RK) {
         /* One query head (G == 1). Lane l of each warp loads q's dims 4l .. 4l + 3 and their NEOX
@@ -1735,17 +1755,15 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
          * them in the warp's row of q_rot, from which the lanes of the fragments' row r == 0 read
          * their pieces: one load pair and one rotation per lane, not HD / 16 of each on the four lanes
          * that hold q. q_rot[warp] is the same rotated row dec_rope8 gives. */
-        const int qd = 4 * lane;
         const float *qh = a.q + ((int64_t)t * a.n_head + h0) * HD;
         float4 qv = z4, qpv = z4;
-        if (qd < HD) {
-            qv = *(const float4 *)(qh + qd);
-            const int src = dm_rope4_src(qd, a.rope.mode, a.rope.n_rot);
-            qpv = src != qd ? *(const float4 *)(qh + src) : qv;
+        if (ld < HD) {
+            qv = *(const float4 *)(qh + ld);
+            qpv = lsrc != ld ? *(const float4 *)(qh + lsrc) : qv;
         }
         __syncthreads();
-        if (qd < HD)
-            *(float4 *)&q_rot[warp][qd] = dm_rope4(qv, qpv, qd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        if (ld < HD)
+            *(float4 *)&q_rot[warp][ld] = dm_rope4(qv, qpv, ld, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
         __syncwarp();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
@@ -1773,14 +1791,13 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
      * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
      * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
     const bool nown = RK && own && warp == nw - 1; /* warp-uniform */
-    const int nd = 4 * lane, nsrc = dm_rope4_src(nd, a.rope.mode, a.rope.n_rot);
-    const bool non = nown && nd < HD;
+    const bool non = nown && ld < HD;
     const int64_t nkv = (int64_t)t * kv_dim + (int64_t)g * HD;
-    const float4 nk = non ? *(const float4 *)(a.k_new + nkv + nd) : z4, nkp = non ? *(const float4 *)(a.k_new + nkv + nsrc) : z4;
-    const float4 nv = non ? *(const float4 *)(a.v_new + nkv + nd) : z4;
+    const float4 nk = non ? *(const float4 *)(a.k_new + nkv + ld) : z4, nkp = non ? *(const float4 *)(a.k_new + nkv + lsrc) : z4;
+    const float4 nv = non ? *(const float4 *)(a.v_new + nkv + ld) : z4;
     if (nown) { /* rotated, rounded to f16 and stored; its state m = score, l = 1, acc = v as warp nw's */
-        const float4 kf = dm_rope4(nk, nkp, nd, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
-        const float4 qf = non ? *(const float4 *)&q_rot[warp][nd] : z4; /* q rotated, as above */
+        const float4 kf = dm_rope4(nk, nkp, ld, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        const float4 qf = non ? *(const float4 *)&q_rot[warp][ld] : z4; /* q rotated, as above */
         const __half2 k01 = __floats2half2_rn(kf.x, kf.y), k23 = __floats2half2_rn(kf.z, kf.w);
         const __half2 v01 = __floats2half2_rn(nv.x, nv.y), v23 = __floats2half2_rn(nv.z, nv.w);
         const float2 ka = __half22float2(k01), kb = __half22float2(k23);
@@ -1793,12 +1810,12 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             w[1] = 1.0f;
         }
         if (non) {
-            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * HD + nd;
+            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * HD + ld;
             *(uint2 *)((__half *)a.k_cache + row) = make_uint2(*(const uint32_t *)&k01, *(const uint32_t *)&k23);
             *(uint2 *)((__half *)a.v_cache + row) = make_uint2(*(const uint32_t *)&v01, *(const uint32_t *)&v23);
             const float2 va = __half22float2(v01), vb = __half22float2(v23);
-            w[2 + nd] = va.x, w[3 + nd] = va.y;
-            w[4 + nd] = vb.x, w[5 + nd] = vb.y;
+            w[2 + ld] = va.x, w[3 + ld] = va.y;
+            w[4 + ld] = vb.x, w[5 + ld] = vb.y;
         }
     }
     DmState<HD, NT> st;
@@ -1849,7 +1866,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         return;
     }
     if (n_split == 1) {
-        dm_rk_out<HD>(a, dsm, nw + (own ? 1 : 0), t, h0);
+        dec_block_out1<DM_THREADS / 32 + 1>(a, dsm, HD + 2, nw + (own ? 1 : 0), HD, t, h0);
         RF_STAMPS_END(RF_STAMP_ATTN);
         return;
     }

@@ -434,18 +434,18 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                 n_split /= 2;
         if (!ensure_scratch(g, &g->attn_scratch, &g->attn_scratch_bytes,
                             rf_gpu_attn_decode_scratch(st->n_tokens, d->n_head, d->head_dim, n_split))) {
-            /* Shorter contexts on tensor cores too where their rope-fused instance takes the step
-             * (kernels.h). At long contexts the tensor-core kernel keeps rope as a launch of its
-             * own, as before that instance: it loads K/V plainly, not measured there. */
-            const int tc_long = a.tc;
-            if (rope && g->rope_fused && !tc_long &&
+            /* The tensor-core kernel's rope-fused instance where it can take the step (kernels.h),
+             * at every context: at long ones it replaces the plain tensor-core kernel and rope's own
+             * launch (H200 tg128, 7B Q4_K_M: +3.7% at 1k positions, +4.0% at 8k; docs/PERF.md,
+             * fiftieth session), at short ones the f32 rope-fused kernel. Where it cannot, a long
+             * context keeps the plain tensor-core kernel and rope's launch. */
+            if (rope && g->rope_fused &&
                 rf_gpu_attn_decode_tc_rope(d->n_head, d->n_kv_head, d->head_dim, d->kv_type)) {
                 rf_gpu_attn_args on_tc = a;
                 on_tc.tc = 1;
-                a.tc = rf_gpu_attn_decode_rope_ok(&on_tc, rope, k_new, v_new, n_split, g->n_sm);
+                a.tc = a.tc || rf_gpu_attn_decode_rope_ok(&on_tc, rope, k_new, v_new, n_split, g->n_sm);
             }
-            if (rope && g->rope_fused && !tc_long &&
-                rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {
+            if (rope && g->rope_fused && rf_gpu_attn_decode_rope_ok(&a, rope, k_new, v_new, n_split, g->n_sm)) {
                 a.rope = *rope;
                 a.k_new = k_new;
                 a.v_new = v_new;

@@ -84,8 +84,9 @@ typedef struct {
  * scratch holds rf_gpu_attn_decode_scratch(...) bytes and must be zero-filled before its first use
  * (it begins with counters that every call leaves at zero). Correct for any batch and any
  * n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
- * (n_sm multiprocessors) for this shape and cache type at a context of about n_pos positions (a
- * speed choice; at most 256). */
+ * (n_sm multiprocessors) in one wave of the kernel that will take the step, for this shape and cache
+ * type at a context of about n_pos positions (a speed choice: at most 256, a power of two below
+ * RF_GPU_ATTN_TC_MIN_POS). */
 size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);
 /* Heads per decode block (rf_gpu_attn_args.gb) for a context of about n_pos positions: one below
  * RF_GPU_ATTN_GB1_MAX_POS (more blocks and shorter dependency chains; each head's block reads its
@@ -108,11 +109,13 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
 #define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
 int rf_gpu_attention_decode_tc(int mode);
-/* 1 when, in mode 1 (the default), the tensor-core kernel is also the choice below RF_GPU_ATTN_TC_MIN_POS
- * for a one-token decode with rope fused in (rf_gpu_attn_decode_rope_ok with tc = 1 decides whether
- * it can take it): one query head per KV head and an f16 cache. There its rope-fused instance beat the
- * f32 rope-fused kernel (7B files at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and
- * Q4_K_M, level for Q4_0; with GQA groups of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session). */
+/* 1 when, in mode 1 (the default), the tensor-core kernel's rope-fused instance is the choice for a
+ * one-token decode with rope fused in, at any context (rf_gpu_attn_decode_rope_ok with tc = 1 decides
+ * whether it can take it; rf_gpu_attn_decode_splits sizes one-token steps for it): one query head per
+ * KV head and an f16 cache. Below RF_GPU_ATTN_TC_MIN_POS it beat the f32 rope-fused kernel (7B files
+ * at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and Q4_K_M, level for Q4_0; with GQA groups
+ * of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session), from there the plain tensor-core kernel
+ * after rope's own launch (7B Q4_K_M: +3.7% at 1k positions, +4% at 8k, +1.7% at 32k; fiftieth). */
 int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
  * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0); for
