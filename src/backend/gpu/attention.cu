@@ -878,9 +878,12 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
      * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
-     * four (the combine's cost grows with the split count) */
+     * four (the combine's cost grows with the split count). Below 128 positions one split: the
+     * combine costs about what a block's loop over 64-128 more positions does (tg128 after 64
+     * tokens, one split against two, H200: 7B Q4_K_M +2.0%, 1B Q4_K_M +6.0%; docs/PERF.md,
+     * fiftieth session) */
     int64_t n = (int64_t)resident * (n_sm > 0 ? n_sm : 100) / blocks;
-    const int64_t by_pos = ((int64_t)n_pos + 63) / 64;
+    const int64_t by_pos = n_pos < 128 ? 1 : ((int64_t)n_pos + 63) / 64;
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
     /* Below RF_GPU_ATTN_TC_MIN_POS a power of two: tg128 of the 1B shape (H200, every count from 2
