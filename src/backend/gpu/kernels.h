@@ -86,7 +86,7 @@ typedef struct {
  * n_split >= 1. rf_gpu_attn_decode_splits: the split count that fills the GPU
  * (n_sm multiprocessors) in one wave of the kernel that will take the step, for this shape and cache
  * type at a context of about n_pos positions (a speed choice: at most 256, a power of two below
- * RF_GPU_ATTN_TC_MIN_POS). */
+ * RF_GPU_ATTN_TC_MIN_POS, one below 128 positions). */
 size_t rf_gpu_attn_decode_scratch(int n_tokens, int n_head, int head_dim, int n_split);
 /* Heads per decode block (rf_gpu_attn_args.gb) for a context of about n_pos positions: one below
  * RF_GPU_ATTN_GB1_MAX_POS (more blocks and shorter dependency chains; each head's block reads its
