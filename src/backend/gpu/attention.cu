@@ -887,8 +887,10 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
     if (n > by_pos) n = by_pos;
     if (n > 256) n = 256;
     /* Below RF_GPU_ATTN_TC_MIN_POS a power of two: tg128 of the 1B shape (H200, every count from 2
-     * to 32 at 128-1,024 positions) lost 1.5-4% at 3, 5, 6 and 9 splits against 2, 4 and 8
-     * (docs/PERF.md, fiftieth session). */
+     * to 32 at 128-1,024 positions) lost 1.5-4% at 3, 5, 6 and 9 splits against 2, 4 and 8. The
+     * likely reason is balance, not the power: with 32 blocks per split on the H200's 132 SMs, 4
+     * and 8 splits put the same number of blocks on every SM, 5, 6 and 9 do not (docs/PERF.md,
+     * fiftieth session; not measured on a GPU with another SM count). */
     if (n_pos < RF_GPU_ATTN_TC_MIN_POS)
         while (n & (n - 1)) n &= n - 1;
     return n < 1 ? 1 : (int)n;
