@@ -169,13 +169,25 @@ int cmd_bench(int argc, char **argv) {
     if (kv_cols) printf(" -----: | -----: |");
     printf(" --------------: | -------------------: |\n");
     fflush(stdout);
-    int rc = 0;
+    int rc = 0, n_tests = 0;
     for (int di = 0; di < dd.n && !rc; di++)
         for (int which = 0; which < 2 && !rc; which++) {
             const rf_int_list *ns = which ? &tg : &pp;
             for (int ni = 0; ni < ns->n && !rc; ni++) {
                 const int n = ns->v[ni], depth = dd.v[di];
                 if (n == 0) continue;
+                /* Every test after the first in a fresh context, as llama-bench's: the GPU backend
+                 * captures a decode graph per 256-position bucket at that bucket's second step,
+                 * with the attention's split count for that position, so `-d 0,128` would
+                 * otherwise time d128 with d0's graph (one split where d128 alone takes two: up
+                 * to 3% apart on an H200, docs/PERF.md, fiftieth session). */
+                if (n_tests++) {
+                    rf_context_free(c);
+                    if (!(c = rf_cli_context(m, max_d + RF_MAX(max_pp, max_tg) + 1, n_batch, kv))) {
+                        rc = 1;
+                        break;
+                    }
+                }
                 double *ts = malloc(sizeof(double) * (size_t)a.reps), secs = 0;
                 if (!ts) {
                     rc = rf_fail("out of memory");
