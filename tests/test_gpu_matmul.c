@@ -919,7 +919,9 @@ static void test_swiglu_q(gpu_env *env) {
         CHECK(rc == 1, "swiglu_q %s n_in %lld: rc %d (%s)", tname(type), (long long)n_in, rc,
               rc < 0 ? rf_last_error() : "");
         void *dxq = NULL, *dxd = NULL;
-        if (rc == 1 && rf_gpu_mm_xq_buffers(env->ctx, n_in, &dxq, &dxd)) {
+        const int has_xq = rc == 1 && rf_gpu_mm_xq_buffers(env->ctx, n_in, &dxq, &dxd);
+        CHECK(rc != 1 || has_xq, "swiglu_q %s n_in %lld: no int8 copy after the swiglu", tname(type), (long long)n_in);
+        if (has_xq) {
             /* the int8 copy itself: bit for bit the quantization of out, its non-finite blocks marked */
             const size_t nb = (size_t)n_in / 32;
             int8_t *hq = malloc((size_t)n_in);

@@ -612,7 +612,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
               "%s: the cache differs from the two-op path's", what);
         if (splits[si][0] == 1 || splits[si][0] == 3) {
             /* path 3: the fused launch itself with the int8 copy on (the output projection's x;
-             * one split: the tensor-core instance's own merge, dm_rk_out), against path 1's output
+             * one split: the one-split merge, dec_block_out1), against path 1's output
              * and the host quantization of its own */
             float *dq = dput(q, 4 * qd), *dk = dput(k, 4 * kvd), *dv = dput(v, 4 * kvd);
             void *dkc = dput(kcs, kvb), *dvc = dput(vcs, kvb);

@@ -123,7 +123,8 @@ int cmd_bench(int argc, char **argv) {
     /* The batch also fills the depth: sized by -p alone, `-p 0 -d 4096` prefilled its context a
      * token at a time (2.5 minutes for a 1B file on two cores instead of ~10 s). */
     const int n_batch = a.n_batch > 0 ? a.n_batch : RF_MIN(RF_MAX(RF_MAX(max_pp, max_d), 1), 2048);
-    rf_context *c = rf_cli_context(m, max_d + RF_MAX(max_pp, max_tg) + 1, n_batch, kv);
+    const int n_ctx = max_d + RF_MAX(max_pp, max_tg) + 1;
+    rf_context *c = rf_cli_context(m, n_ctx, n_batch, kv);
     if (!c) {
         rf_model_free(m);
         return 1;
@@ -183,7 +184,7 @@ int cmd_bench(int argc, char **argv) {
                  * to 3% apart on an H200, docs/PERF.md, fiftieth session). */
                 if (n_tests++) {
                     rf_context_free(c);
-                    if (!(c = rf_cli_context(m, max_d + RF_MAX(max_pp, max_tg) + 1, n_batch, kv))) {
+                    if (!(c = rf_cli_context(m, n_ctx, n_batch, kv))) {
                         rc = 1;
                         break;
                     }
