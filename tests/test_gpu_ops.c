@@ -598,7 +598,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
              * apart, rope's test): the CPU's attention over the GPU's own cache is the reference */
             float *ref_g = malloc(4 * qd);
             cpu_attention(&hs, &dims, hq, gk1, gv1, ref_g, 0, n_head);
-            CHECK_CLOSE(what, got, ref_g, qd, 1e-3, 1e-3);
+            CHECK_CLOSE(what, got, ref_g, qd, tc ? atol : 1e-3, tc ? rtol : 1e-3);
             free(ref_g);
         } else {
             CHECK_CLOSE(what, got, ref, qd, atol, rtol);
@@ -692,10 +692,16 @@ static void test_rope_attention(void) {
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
     }
     /* past RF_GPU_ATTN_TC_MIN_POS: the 7B shape on the tensor-core kernel's rope-fused instance
-     * (at 200 splits, more than its fused combine takes, the plain tensor-core kernel after rope's
-     * own launch), the 1B shape on the plain tensor-core kernel after rope's launch */
+     * for each cache type that has one (at 200 splits, more than its fused combine takes, the
+     * plain tensor-core kernel after rope's own launch), the 1B shape on the plain tensor-core
+     * kernel after rope's launch; a NaN in the new k of the quantized instances (its block reads
+     * as NaN) */
     rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
+    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_Q8_0);
+    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, 0, RF_TYPE_F16);
+    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
+    rope_attention_case(16, 16, 64, RF_ROPE_NEOX, 64, 0, 200, 1, RF_TYPE_Q4_0);
 }
 #endif
 

@@ -857,7 +857,7 @@ static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
 }
 
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type);
-static int dec_tc_resident(uint32_t kv_type, int hd, int G);
+static int dec_tc_resident(uint32_t kv_type, int hd, int G, bool rk);
 static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters);
 
 extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head, int head_dim, uint32_t kv_type,
@@ -874,7 +874,8 @@ extern "C" int rf_gpu_attn_decode_splits(int n_tokens, int n_head, int n_kv_head
      * two waves, and the step would go to the plain kernel (7B at 512 positions, H200: 9 splits,
      * 288 blocks against its 264; 8 splits there gave tg128 +7.6%, docs/PERF.md, fiftieth session). */
     const bool tc_rk = n_tokens == 1 && rf_gpu_attn_decode_tc_rope(n_head, n_kv_head, head_dim, kv_type);
-    const int resident = tc || tc_rk ? dec_tc_resident(kv_type, head_dim, G) : dec_resident_t(kv_type, gb, head_dim, false);
+    const int resident =
+        tc || tc_rk ? dec_tc_resident(kv_type, head_dim, G, tc_rk) : dec_resident_t(kv_type, gb, head_dim, false);
     /* one full wave of resident blocks (no tail of idle SMs), each split at least 64 positions, at
      * most 256 splits. Measured on an H200 (test_gpu_ops bench, 2026-11-22): at 8k and 32k
      * positions, 7B and 1B shapes, f16 and f32, one wave was 5-25% faster than two and two than
@@ -943,9 +944,9 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
-    /* the tensor-core kernel's rope-fused instance: f16 caches, one query head per KV head, the
-     * fused combine, q 16-byte aligned */
-    if (a->tc && (a->kv_type != RF_TYPE_F16 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
+    /* the tensor-core kernel's rope-fused instance: f16, q8_0 or q4_0 caches, one query head per KV
+     * head, the fused combine, q 16-byte aligned */
+    if (a->tc && (a->kv_type == RF_TYPE_F32 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
                   a->n_head != a->n_kv_head || (uintptr_t)a->q % 16 ||
                   !dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split)))
         return 0;
@@ -957,7 +958,7 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     /* one wave of the fused kernel (it may take more registers than the plain one, and a second
      * wave for the last blocks costs more than rope's own launch saves) */
     const int G = a->n_head / a->n_kv_head, gb = a->tc ? G : dec_gb_of(a);
-    const int resident = a->tc ? dec_tc_resident(a->kv_type, hd, G) : dec_resident_t(a->kv_type, gb, hd, true);
+    const int resident = a->tc ? dec_tc_resident(a->kv_type, hd, G, true) : dec_resident_t(a->kv_type, gb, hd, true);
     return n_sm <= 0 || (int64_t)a->n_kv_head * ((G + gb - 1) / gb) * (n_split < 1 ? 1 : n_split) <=
                             (int64_t)resident * n_sm;
 }
@@ -1453,6 +1454,20 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * launcher checks). Dynamic shared memory: dec_smem(HD, G). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
+/* The q8_0 / q4_0 rope-fused instances at head_dim 128: positions per round / 16 and the blocks
+ * per SM their registers are capped for (-D to experiment). */
+#ifndef RK_TU_Q8
+#define RK_TU_Q8 2
+#endif
+#ifndef RK_MINB_Q8
+#define RK_MINB_Q8 3
+#endif
+#ifndef RK_TU_Q4
+#define RK_TU_Q4 2
+#endif
+#ifndef RK_MINB_Q4
+#define RK_MINB_Q4 4
+#endif
 static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
 
 /* N consecutive cache elements of one row within one quantized block (N = 8, 16 or 32, the first
@@ -1699,7 +1714,7 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
     return make_float4(e[0], e[1], e[2], e[3]);
 }
 
-/* RK (rope fused, one token, one query head per KV head, f16 cache; rf_gpu_attn_decode_rope_ok; the
+/* RK (rope fused, one token, one query head per KV head, f16, q8_0 or q4_0 cache; rf_gpu_attn_decode_rope_ok; the
  * backend takes it at every context where it fits one wave, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
  * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
  * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
@@ -1709,7 +1724,8 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * Q4_0 +2.2%, Q4_K_M +1.7%, Q8_0 +2.5%, F16 +1.0%; the trigger at the block's start was slower for
  * every 7B file, after the loop for all but Q4_K_M: docs/PERF.md, forty-seventh session); and the
  * split holding the last position reads only the positions before it: its last warp rotates k_new,
- * stores both rows (rounded to f16) at slot[t] and writes that one position's state (m = its score,
+ * stores both rows (rounded to f16, or quantized by kv_pack8 as rope.cu's store kernels quantize) at
+ * slot[t] and writes that one position's state (m = its score,
  * l = 1, acc = its v row) as a fifth warp's, so no warp waits for the store and nothing of it stays
  * live through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from
  * one step to the next; at 1k-32k positions the instance still beat the plain tensor-core kernel
@@ -1722,7 +1738,9 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     RF_STAMPS_BEGIN;
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
-    static_assert(!RK || (std::is_same<T, __half>::value && NT == 1), "the fused rope: f16 rows, one tile of heads");
+    constexpr bool Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4;
+    static_assert(!RK || ((Q || std::is_same<T, __half>::value) && NT == 1),
+                  "the fused rope: f16, q8_0 or q4_0 rows, one tile of heads");
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
     const int g = blockIdx.x % a.n_kv_head, t = blockIdx.x / a.n_kv_head, h0 = g * G;
@@ -1741,8 +1759,13 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
     if (RK && lane < NP && p0 + lane < pe) {
-        dec_prefetch_l2(kv_at<T>(a.k_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
-        dec_prefetch_l2(kv_at<T>(a.v_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
+        const char *kr = kv_at<T>(a.k_cache, slot, kv_dim, g * HD), *vr = kv_at<T>(a.v_cache, slot, kv_dim, g * HD);
+        dec_prefetch_l2(kr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
+        dec_prefetch_l2(vr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
+        if (Q) { /* the head's scales, after the row's codes */
+            dec_prefetch_l2(kr + kv_fmt<T>::scale_off(kv_dim, g * HD), HD / 16);
+            dec_prefetch_l2(vr + kv_fmt<T>::scale_off(kv_dim, g * HD), HD / 16);
+        }
     }
     if (RK)
         for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
@@ -1792,21 +1815,63 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     }
     RF_STAMP_AFTER(4, __uint_as_float(qb[0][0][0]));
     if (RK) rf_grid_dep_launch(); /* the output projection may start loading its weights */
-    /* the new position, by the last warp before its loop, lane l
-     * dims 4l .. 4l + 3 (done after the loop with its inputs loaded before it, the kernel took 242
-     * registers against 208 and 7B Q4_0 decode lost 0.7%, H200) */
+    /* the new position, by the last warp before its loop: lane l's NE dims from nd = NE * l (four
+     * for f16, as q's; eight for q8_0 / q4_0, so that four lanes hold a block of 32 as kv_pack8
+     * wants). Done after the loop with its inputs loaded before it, the f16 kernel took 242
+     * registers against 208 and 7B Q4_0 decode lost 0.7% (H200). */
+    constexpr int NE = Q ? 8 : 4;
     const bool nown = RK && own && warp == nw - 1; /* warp-uniform */
-    const bool non = nown && ld < HD;
+    const int nd = NE * lane;
+    const bool non = nown && nd < HD;
     const int64_t nkv = (int64_t)t * kv_dim + (int64_t)g * HD;
-    const float4 nk = non ? *(const float4 *)(a.k_new + nkv + ld) : z4, nkp = non ? *(const float4 *)(a.k_new + nkv + lsrc) : z4;
-    const float4 nv = non ? *(const float4 *)(a.v_new + nkv + ld) : z4;
-    if (nown) { /* rotated, rounded to f16 and stored; its state m = score, l = 1, acc = v as warp nw's */
-        const float4 kf = dm_rope4(nk, nkp, ld, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
-        const float4 qf = non ? *(const float4 *)&q_rot[warp][ld] : z4; /* q rotated, as above */
-        const __half2 k01 = __floats2half2_rn(kf.x, kf.y), k23 = __floats2half2_rn(kf.z, kf.w);
-        const __half2 v01 = __floats2half2_rn(nv.x, nv.y), v23 = __floats2half2_rn(nv.z, nv.w);
-        const float2 ka = __half22float2(k01), kb = __half22float2(k23);
-        float dot = non ? qf.x * ka.x + qf.y * ka.y + qf.z * kb.x + qf.w * kb.y : 0.0f;
+    float4 nk[NE / 4], nkp[NE / 4], nv[NE / 4];
+#pragma unroll
+    for (int i = 0; i < NE / 4; i++) {
+        const int d = nd + 4 * i, src = dm_rope4_src(d, a.rope.mode, a.rope.n_rot);
+        nk[i] = non ? *(const float4 *)(a.k_new + nkv + d) : z4;
+        nkp[i] = non ? *(const float4 *)(a.k_new + nkv + src) : z4;
+        nv[i] = non ? *(const float4 *)(a.v_new + nkv + d) : z4;
+    }
+    if (nown) { /* rotated, rounded to the cache's type and stored; its state m = score, l = 1,
+                 * acc = v (as stored) as warp nw's */
+        float kf[NE], vf[NE]; /* k and v as the cache holds them */
+#pragma unroll
+        for (int i = 0; i < NE / 4; i++) {
+            const float4 r = dm_rope4(nk[i], nkp[i], nd + 4 * i, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+            kf[4 * i] = r.x, kf[4 * i + 1] = r.y, kf[4 * i + 2] = r.z, kf[4 * i + 3] = r.w;
+            vf[4 * i] = nv[i].x, vf[4 * i + 1] = nv[i].y, vf[4 * i + 2] = nv[i].z, vf[4 * i + 3] = nv[i].w;
+        }
+        if constexpr (Q) {
+            kv_raw8<T> kr, vr; /* every lane packs (shuffles over its block's four lanes) */
+            kv_pack8(kr, kf);
+            kv_pack8(vr, vf);
+            kv_cvt8(kr, kf);
+            kv_cvt8(vr, vf);
+            if (non) {
+                const int soff = kv_fmt<T>::scale_off(kv_dim, g * HD + nd);
+                kv_store8((char *)kv_at<T>(a.k_cache, a.slot[t], kv_dim, g * HD + nd), soff, kr, lane % 4 == 0);
+                kv_store8((char *)kv_at<T>(a.v_cache, a.slot[t], kv_dim, g * HD + nd), soff, vr, lane % 4 == 0);
+            }
+        } else {
+            const __half2 k01 = __floats2half2_rn(kf[0], kf[1]), k23 = __floats2half2_rn(kf[2], kf[3]);
+            const __half2 v01 = __floats2half2_rn(vf[0], vf[1]), v23 = __floats2half2_rn(vf[2], vf[3]);
+            if (non) {
+                const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * HD + nd;
+                *(uint2 *)((__half *)a.k_cache + row) = make_uint2(*(const uint32_t *)&k01, *(const uint32_t *)&k23);
+                *(uint2 *)((__half *)a.v_cache + row) = make_uint2(*(const uint32_t *)&v01, *(const uint32_t *)&v23);
+            }
+            const float2 ka = __half22float2(k01), kb = __half22float2(k23);
+            const float2 va = __half22float2(v01), vb = __half22float2(v23);
+            kf[0] = ka.x, kf[1] = ka.y, kf[2] = kb.x, kf[3] = kb.y;
+            vf[0] = va.x, vf[1] = va.y, vf[2] = vb.x, vf[3] = vb.y;
+        }
+        float dot = 0.0f; /* with q rotated, as above */
+        if (non)
+#pragma unroll
+            for (int i = 0; i < NE / 4; i++) {
+                const float4 qf = *(const float4 *)&q_rot[warp][nd + 4 * i];
+                dot += qf.x * kf[4 * i] + qf.y * kf[4 * i + 1] + qf.z * kf[4 * i + 2] + qf.w * kf[4 * i + 3];
+            }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
         float *w = dsm + (int64_t)nw * (HD + 2);
@@ -1814,14 +1879,9 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             w[0] = dot * a.scale;
             w[1] = 1.0f;
         }
-        if (non) {
-            const int64_t row = (int64_t)a.slot[t] * kv_dim + (int64_t)g * HD + ld;
-            *(uint2 *)((__half *)a.k_cache + row) = make_uint2(*(const uint32_t *)&k01, *(const uint32_t *)&k23);
-            *(uint2 *)((__half *)a.v_cache + row) = make_uint2(*(const uint32_t *)&v01, *(const uint32_t *)&v23);
-            const float2 va = __half22float2(v01), vb = __half22float2(v23);
-            w[2 + ld] = va.x, w[3 + ld] = va.y;
-            w[4 + ld] = vb.x, w[5 + ld] = vb.y;
-        }
+        if (non)
+#pragma unroll
+            for (int e = 0; e < NE; e++) w[2 + nd + e] = vf[e];
     }
     DmState<HD, NT> st;
 #pragma unroll
@@ -1930,7 +1990,7 @@ extern "C" int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, ui
 }
 
 extern "C" int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type) {
-    return dec_tc_mode() == 1 && kv_type == RF_TYPE_F16 && n_head == n_kv_head &&
+    return dec_tc_mode() == 1 && kv_type != RF_TYPE_F32 && n_head == n_kv_head &&
            dec_tc_capable(n_head, n_kv_head, head_dim, kv_type);
 }
 
@@ -1959,9 +2019,22 @@ template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd, int G) {
     return G <= 8 ? dec_tc_kernel_nt<T, 1>(hd) : dec_tc_kernel_nt<T, 2>(hd);
 }
-/* The rope-fused instances (f16 cache, G = 1; at head_dim 64 capped for 2 blocks per SM: at 4 it spilled 108 bytes). */
-static dec_tc_fn dec_tc_kernel_rk(int hd) {
-    return hd == 64 ? attn_dec_mma_kernel<64, __half, 2, 1, 2, true> : attn_dec_mma_kernel<128, __half, 2, 1, 1, true>;
+/* The rope-fused instances (G = 1; f16 at head_dim 64 capped for 2 blocks per SM: at 4 it spilled
+ * 108 bytes). q8_0 and q4_0 at head_dim 128 in rounds of 32 positions, q8_0 capped for 3 blocks per
+ * SM (168 registers; at 4 it spilled 192 bytes and 7B Q4_K_M at 8k positions lost 10%), q4_0 for 4
+ * (126 registers, no spills). 7B Q4_K_M tg128 at 512 / 2k / 8k / 32k positions, H200: q8_0 rounds of
+ * 16 at 4 blocks per SM were -1.6%, +0.1%, +1.5%, +0.8% against these; q4_0 at 3 blocks per SM +1%,
+ * +2%, level, -3.3% (two runs). docs/PERF.md, fifty-first session. */
+template <typename T> static dec_tc_fn dec_tc_kernel_rk_t(int hd) {
+    if (hd == 64) return attn_dec_mma_kernel<64, T, 2, 1, 2, true>;
+    if constexpr (std::is_same<T, __half>::value) return attn_dec_mma_kernel<128, T, 2, 1, 1, true>;
+    else if constexpr (kv_fmt<T>::Q8) return attn_dec_mma_kernel<128, T, RK_TU_Q8, 1, RK_MINB_Q8, true>;
+    else return attn_dec_mma_kernel<128, T, RK_TU_Q4, 1, RK_MINB_Q4, true>;
+}
+static dec_tc_fn dec_tc_kernel_rk(uint32_t kv_type, int hd) {
+    return kv_type == RF_TYPE_Q8_0   ? dec_tc_kernel_rk_t<kv_q8>(hd)
+           : kv_type == RF_TYPE_Q4_0 ? dec_tc_kernel_rk_t<kv_q4>(hd)
+                                     : dec_tc_kernel_rk_t<__half>(hd);
 }
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd, int G) {
     return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd, G)
@@ -1971,24 +2044,24 @@ static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd, int G) {
 }
 #endif
 
-/* Blocks of attn_dec_mma_kernel resident per multiprocessor (occupancy calculator, cached). */
-static int dec_tc_resident(uint32_t kv_type, int hd, int G) {
+/* Blocks of attn_dec_mma_kernel resident per multiprocessor (occupancy calculator, cached); rk:
+ * of the rope-fused instance (G = 1). */
+static int dec_tc_resident(uint32_t kv_type, int hd, int G, bool rk) {
 #if RF_GPU_CUDA
-    static int cached[4][2][DM_MAX_G + 1];
+    static int cached[4][2][2][DM_MAX_G + 1];
     const int ti = kv_type == RF_TYPE_F16 ? 0 : kv_type == RF_TYPE_Q8_0 ? 1 : kv_type == RF_TYPE_Q4_0 ? 3 : 2;
     const int hi = hd == 128;
-    if (G < 1 || G > DM_MAX_G) return 1;
-    if (!cached[ti][hi][G]) {
+    if (G < 1 || G > DM_MAX_G || (rk && (G != 1 || ti == 2))) return 1;
+    if (!cached[ti][hi][rk][G]) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dec_tc_kernel_t(kv_type, hd, G), DM_THREADS,
-                                                          dec_smem(hd, G)) != cudaSuccess)
-            n = 0;
+        const dec_tc_fn fn = rk ? dec_tc_kernel_rk(kv_type, hd) : dec_tc_kernel_t(kv_type, hd, G);
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, DM_THREADS, dec_smem(hd, G)) != cudaSuccess) n = 0;
         gpuGetLastError();
-        cached[ti][hi][G] = n > 0 ? n : 2;
+        cached[ti][hi][rk][G] = n > 0 ? n : 2;
     }
-    return cached[ti][hi][G];
+    return cached[ti][hi][rk][G];
 #else
-    (void)kv_type, (void)hd, (void)G;
+    (void)kv_type, (void)hd, (void)G, (void)rk;
     return 1;
 #endif
 }
@@ -1998,7 +2071,7 @@ static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split,
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
-    const dec_tc_fn fn = a->k_new ? dec_tc_kernel_rk(a->head_dim) : dec_tc_kernel_t(a->kv_type, a->head_dim, G);
+    const dec_tc_fn fn = a->k_new ? dec_tc_kernel_rk(a->kv_type, a->head_dim) : dec_tc_kernel_t(a->kv_type, a->head_dim, G);
     /* the rope-fused instance keeps the new position's state as a fifth warp's */
     const size_t smem = a->k_new ? dec_smem(a->head_dim, G) / DEC_MAX_WARPS * (DEC_MAX_WARPS + 1)
                                  : dec_smem(a->head_dim, G);

@@ -112,14 +112,16 @@ int rf_gpu_attention_decode_tc(int mode);
 /* 1 when, in mode 1 (the default), the tensor-core kernel's rope-fused instance is the choice for a
  * one-token decode with rope fused in, at any context (rf_gpu_attn_decode_rope_ok with tc = 1 decides
  * whether it can take it; rf_gpu_attn_decode_splits sizes one-token steps for it): one query head per
- * KV head and an f16 cache. Below RF_GPU_ATTN_TC_MIN_POS it beat the f32 rope-fused kernel (7B files
- * at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and Q4_K_M, level for Q4_0; with GQA groups
- * of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session), from there the plain tensor-core kernel
- * after rope's own launch (7B Q4_K_M: +3.7% at 1k positions, +4% at 8k, +1.7% at 32k; fiftieth). */
+ * KV head and an f16, q8_0 or q4_0 cache. Below RF_GPU_ATTN_TC_MIN_POS it beat the f32 rope-fused
+ * kernel (f16, 7B files at 128 positions, H200: +0.3-0.45% tg128 for F16, Q8_0 and Q4_K_M, level for
+ * Q4_0; with GQA groups of 4 it lost 3.4%; docs/PERF.md, thirty-fourth session; q8_0 / q4_0 caches,
+ * 7B Q4_K_M at 512 positions: +6.6% / +5.0%, fifty-first), from there the plain tensor-core kernel
+ * after rope's own launch (7B Q4_K_M, f16: +3.7% at 1k positions, +4% at 8k, +1.7% at 32k;
+ * fiftieth; q8_0 / q4_0 +1.2% / +1.5% at 8k, +1.6% / +3.7% at 32k, fifty-first). */
 int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
  * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0); for
- * the tensor-core kernel (a->tc) also an f16 cache, n_head == n_kv_head, q 16-byte aligned and at most
+ * the tensor-core kernel (a->tc) also an f16, q8_0 or q4_0 cache, n_head == n_kv_head, q 16-byte aligned and at most
  * 32 splits (its fused combine); and, when n_sm > 0
  * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
  * multiprocessors. */
