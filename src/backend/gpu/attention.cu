@@ -2008,7 +2008,11 @@ typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
  * (blocks per SM): 4 at head_dim 64 but for f32 and for f16 with two head tiles (4 for one tile:
  * 1B F16 file at 32k positions 884.4 -> 918.2; 5 for q4_0: 978.3 -> 968.1), 3 for q8_0 and q4_0
  * at head_dim 128. One head tile: 110-130 registers at head_dim 64, no spills; two (G > 8, not
- * measured for speed): q8_0 at head_dim 64 and f16 at 128 spill 12-48 bytes. H200, docs/PERF.md. */
+ * measured for speed): q8_0 at head_dim 64 and f16 at 128 spill 12-48 bytes. Tried again for the
+ * 1B file at 32k positions with q8_0 / q4_0 caches (fifty-first session): rounds of 16 at 6 or 8
+ * blocks per SM -3 to -4%, of 32 at 5 -3.4% / -1%, of 64 at 3 (two slots per lane,
+ * docs/experiments/decode-attention-tc-rounds-of-64.diff) -4.4%; the 8B shape's head_dim 128 in
+ * rounds of 32 at 3 -1.4 to -3.3%. H200, docs/PERF.md. */
 template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
     enum { Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4 };
     constexpr bool F16 = std::is_same<T, __half>::value;
