@@ -683,8 +683,10 @@ static void test_rope_attention(void) {
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q4_0);
-    /* the 7B shape (one head per block) at lengths around a warp's round (16 positions for f16
-     * and q4_0, 8 for q8_0), the four warps' first rounds (64) and their first chunks of 32 (128) */
+    /* the 7B shape (one head per block) at lengths around a warp's round: the f32 kernels' (16
+     * positions for f16 and q4_0, 8 for q8_0), their four warps' first rounds (64) and first chunks
+     * of 32 (128); the rope-fused tensor-core instances' rounds of 32 (every type, 129: a block's
+     * four warps plus one position) */
     static const int lens7[] = {16, 17, 63, 64, 65, 129};
     for (size_t li = 0; li < RF_ARRAY_LEN(lens7); li++) {
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0,
