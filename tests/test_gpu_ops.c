@@ -560,13 +560,15 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     void *gk2 = malloc(kvb), *gv2 = malloc(kvb);
     /* splits (0: automatic) and heads per block (0: automatic) */
     static const int splits[][2] = {{0, 0}, {1, 0}, {3, 0}, {200, 0}, {1, 8}, {3, 2}};
-    /* tensor-core mode 0: the f32 kernels; 1 (the default): where rf_gpu_attn_decode_tc_rope says so,
-     * the tensor-core kernel's rope-fused instance (else two launches: rope_store_kv and the f32
-     * attention), with the tensor-core tolerance of the file's header */
+    /* tensor-core mode 0: the f32 kernels; 1 (the default): where rf_gpu_attn_decode_tc_rope or, from
+     * RF_GPU_ATTN_TC_MIN_POS positions, rf_gpu_attn_decode_tc says so, the tensor-core kernel's
+     * rope-fused instance (else two launches: rope_store_kv and the tensor-core attention), with
+     * the tensor-core tolerance of the file's header */
     for (int dm = 0; dm <= 1; dm++)
     for (size_t si = 0; si < RF_ARRAY_LEN(splits); si++) {
         rf_gpu_attention_decode_tc(dm);
-        const int tc = dm == 1 && rf_gpu_attn_decode_tc_rope(n_head, n_kv, hd, kvt);
+        const int tc = dm == 1 && (rf_gpu_attn_decode_tc_rope(n_head, n_kv, hd, kvt) ||
+                                   rf_gpu_attn_decode_tc(n_head, n_kv, hd, kvt, len));
         if (dm == 1 && (!tc || splits[si][1])) continue;
         const double atol = tc ? 2e-3 : 1e-3, rtol = tc ? 1e-2 : 1e-3;
         rf_gpu_backend_set_attention(be, 1, splits[si][0], splits[si][1]);
@@ -693,15 +695,21 @@ static void test_rope_attention(void) {
                             li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
     }
-    /* past RF_GPU_ATTN_TC_MIN_POS: the 7B shape on the tensor-core kernel's rope-fused instance
-     * for each cache type that has one (at 200 splits, more than its fused combine takes, the
-     * plain tensor-core kernel after rope's own launch), the 1B shape on the plain tensor-core
-     * kernel after rope's launch; a NaN in the new k of the quantized instances (its block reads
-     * as NaN) */
+    /* past RF_GPU_ATTN_TC_MIN_POS: the tensor-core kernel's rope-fused instance for each cache type
+     * that has one, with one query head per KV head (the 7B shape), four (the 1B and 8B shapes,
+     * partials merged by the combine kernel) and two (a group of 2 with partial NEOX rotation); at
+     * 200 splits, more than one wave, the plain tensor-core kernel after rope's own launch; a group
+     * of 8 (more than the instance takes) always so. A NaN in the new k of the quantized
+     * instances (its block reads as NaN). */
     rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_Q8_0);
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, 0, RF_TYPE_F16);
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 1, 1100, 0, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, 1, RF_TYPE_Q4_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q8_0);
+    rope_attention_case(8, 4, 64, RF_ROPE_NEOX, 32, 0, 1030, 0, RF_TYPE_F16);
+    rope_attention_case(32, 4, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
     rope_attention_case(16, 16, 64, RF_ROPE_NEOX, 64, 0, 200, 1, RF_TYPE_Q4_0);
 }

@@ -856,6 +856,9 @@ static int dec_resident_t(uint32_t kv_type, int gb, int hd, bool rk) {
     return rk ? dec_resident_gb<float, true>(gb, hd) : dec_resident_gb<float, false>(gb, hd);
 }
 
+/* The most query heads per KV head the tensor-core kernel's rope-fused instance takes (its q_rot
+ * rows: one per warp of DM_THREADS). */
+#define DM_RK_MAX_G 4
 static int dec_tc_capable(int n_head, int n_kv_head, int hd, uint32_t kv_type);
 static int dec_tc_resident(uint32_t kv_type, int hd, int G, bool rk);
 static int dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split, float *part, int *counters);
@@ -944,11 +947,15 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     if (a->n_tokens != 1 || bad_kv_type(a->kv_type) || a->n_kv_head <= 0 || a->n_head % a->n_kv_head ||
         hd <= 0 || hd > RF_GPU_ATTN_MAX_HEAD_DIM || hd % 8 || !k_new || !v_new)
         return 0;
-    /* the tensor-core kernel's rope-fused instance: f16, q8_0 or q4_0 caches, one query head per KV
-     * head, the fused combine, q 16-byte aligned */
+    /* the tensor-core kernel's rope-fused instance: f16, q8_0 or q4_0 caches with one query head per
+     * KV head (and the fused combine), f16 caches with up to DM_RK_MAX_G; q 16-byte aligned. GQA
+     * groups with a q8_0 or q4_0 cache keep the plain tensor-core kernel and rope's own launch:
+     * the instance was level at 2k and 32k positions and 2% slower at 8k, while f16 gained 1.8-3.5%
+     * (1B file, H200; docs/PERF.md, fifty-first session). */
     if (a->tc && (a->kv_type == RF_TYPE_F32 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
-                  a->n_head != a->n_kv_head || (uintptr_t)a->q % 16 ||
-                  !dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split)))
+                  (a->n_head != a->n_kv_head && a->kv_type != RF_TYPE_F16) ||
+                  a->n_head / a->n_kv_head > DM_RK_MAX_G || (uintptr_t)a->q % 16 ||
+                  (a->n_head == a->n_kv_head && !dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split))))
         return 0;
     if ((a->kv_type == RF_TYPE_Q8_0 || a->kv_type == RF_TYPE_Q4_0) && hd % 32) return 0;
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache | (uintptr_t)k_new | (uintptr_t)v_new) % 16) return 0;
@@ -979,7 +986,8 @@ extern "C" int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, 
      * after the tensor-core kernel: its blocks serve a whole group (G * head_dim outputs for the
      * last block's loop over the splits: 8B shape at 2048 positions, 32 splits, 18.1 us fused
      * against 13.3 us at 4096 positions with the combine kernel, H200) */
-    const bool fused = (!a->tc || a->k_new) && dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
+    const bool fused = (!a->tc || (a->k_new && a->n_head == a->n_kv_head)) &&
+                       dec_fused(a->n_tokens, a->n_head, a->n_kv_head, n_split);
     if (a->xq && (a->n_tokens != 1 || a->head_dim % 32)) return invalid_value();
     if (a->k_new && !rf_gpu_attn_decode_rope_ok(a, &a->rope, a->k_new, a->v_new, n_split, 0)) return invalid_value();
     int *counters = fused ? (int *)scratch : NULL;
@@ -1454,6 +1462,7 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * launcher checks). Dynamic shared memory: dec_smem(HD, G). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
+static_assert(DM_RK_MAX_G == DM_THREADS / 32, "the RK instance's q_rot has one row per warp");
 /* The q8_0 / q4_0 rope-fused instances at head_dim 128: positions per round / 16 and the blocks
  * per SM their registers are capped for (-D to experiment). */
 #ifndef RK_TU_Q8
@@ -1714,7 +1723,9 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
     return make_float4(e[0], e[1], e[2], e[3]);
 }
 
-/* RK (rope fused, one token, one query head per KV head, f16, q8_0 or q4_0 cache; rf_gpu_attn_decode_rope_ok; the
+/* RK (rope fused, one token; one query head per KV head with an f16, q8_0 or q4_0 cache, or up to
+ * DM_RK_MAX_G with an f16 cache, whose rows of q the block rotates together and whose partials
+ * go to attn_combine_kernel; rf_gpu_attn_decode_rope_ok; the
  * backend takes it at every context where it fits one wave, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
  * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
  * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
@@ -1754,7 +1765,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int pe = own ? pe_all - 1 : pe_all;
     const int ek = g * HD + c * (HD / 4), ev = g * HD + r * (HD / 8); /* this lane's K / V piece */
     __shared__ float rope_cs[RK ? HD / 2 : 1], rope_sn[RK ? HD / 2 : 1];
-    __shared__ __align__(16) float q_rot[RK ? DM_THREADS / 32 : 1][RK ? HD : 4]; /* each warp's rotated q */
+    __shared__ __align__(16) float q_rot[RK ? DM_THREADS / 32 : 1][RK ? HD : 4]; /* rotated q: each warp's (G == 1), the group's heads (G > 1) */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
@@ -1777,7 +1788,25 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     /* RK: lane l's four dims of q (and of the new position's k and v) and their NEOX partners' */
     const int ld = 4 * lane, lsrc = dm_rope4_src(ld, a.rope.mode, a.rope.n_rot);
     uint32_t qb[NT][HD / 16][2];
-    if constexpr (RK) {
+    if (RK && G > 1) {
+        /* GQA (G <= DM_RK_MAX_G; from RF_GPU_ATTN_TC_MIN_POS, rf_gpu_attn_decode_tc): the block
+         * rotates the group's G rows of q into q_rot[0 .. G - 1], four dims per thread, after the
+         * table's barrier; lanes r < G read their head's pieces */
+        __syncthreads();
+        for (int i = threadIdx.x; i < G * (HD / 4); i += blockDim.x) {
+            const int j = i / (HD / 4), d = 4 * (i % (HD / 4)), src = dm_rope4_src(d, a.rope.mode, a.rope.n_rot);
+            const float *qh = a.q + ((int64_t)t * a.n_head + h0 + j) * HD;
+            const float4 qv = *(const float4 *)(qh + d), qpv = src != d ? *(const float4 *)(qh + src) : qv;
+            *(float4 *)&q_rot[j][d] = dm_rope4(qv, qpv, d, a.rope.mode, a.rope.n_rot, rope_cs, rope_sn);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const float4 x = r < G ? *(const float4 *)&q_rot[r][c * (HD / 4) + 4 * kk] : z4;
+            qb[0][kk][0] = fa_pack(x.x, x.y);
+            qb[0][kk][1] = fa_pack(x.z, x.w);
+        }
+    } else if constexpr (RK) {
         /* One query head (G == 1). Lane l of each warp loads q's dims 4l .. 4l + 3 and their NEOX
          * partners right after the wait, rotates them once the table's barrier has passed and puts
          * them in the warp's row of q_rot, from which the lanes of the fragments' row r == 0 read
@@ -1865,23 +1894,26 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
             kf[0] = ka.x, kf[1] = ka.y, kf[2] = kb.x, kf[3] = kb.y;
             vf[0] = va.x, vf[1] = va.y, vf[2] = vb.x, vf[3] = vb.y;
         }
-        float dot = 0.0f; /* with q rotated, as above */
-        if (non)
+        for (int j = 0; j < G; j++) { /* each head's score with q rotated, as above */
+            const float *qr = q_rot[G == 1 ? warp : j];
+            float dot = 0.0f;
+            if (non)
 #pragma unroll
-            for (int i = 0; i < NE / 4; i++) {
-                const float4 qf = *(const float4 *)&q_rot[warp][nd + 4 * i];
-                dot += qf.x * kf[4 * i] + qf.y * kf[4 * i + 1] + qf.z * kf[4 * i + 2] + qf.w * kf[4 * i + 3];
+                for (int i = 0; i < NE / 4; i++) {
+                    const float4 qf = *(const float4 *)&qr[nd + 4 * i];
+                    dot += qf.x * kf[4 * i] + qf.y * kf[4 * i + 1] + qf.z * kf[4 * i + 2] + qf.w * kf[4 * i + 3];
+                }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+            float *w = dsm + ((int64_t)nw * G + j) * (HD + 2);
+            if (lane == 0) {
+                w[0] = dot * a.scale;
+                w[1] = 1.0f;
             }
+            if (non)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        float *w = dsm + (int64_t)nw * (HD + 2);
-        if (lane == 0) {
-            w[0] = dot * a.scale;
-            w[1] = 1.0f;
+                for (int e = 0; e < NE; e++) w[2 + nd + e] = vf[e];
         }
-        if (non)
-#pragma unroll
-            for (int e = 0; e < NE; e++) w[2 + nd + e] = vf[e];
     }
     DmState<HD, NT> st;
 #pragma unroll
@@ -1925,8 +1957,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         }
     __syncthreads();
     RF_STAMP(2);
-    if (!RK) {
-        dec_block_out(a, dsm, G, nw, G, HD, t, h0, s, n_split, part, false);
+    if (!RK || G > 1) { /* partials for attn_combine_kernel */
+        dec_block_out(a, dsm, G, nw + (own ? 1 : 0), G, HD, t, h0, s, n_split, part, false);
         RF_STAMPS_END(RF_STAMP_ATTN);
         return;
     }
@@ -2055,7 +2087,7 @@ static int dec_tc_resident(uint32_t kv_type, int hd, int G, bool rk) {
     static int cached[4][2][2][DM_MAX_G + 1];
     const int ti = kv_type == RF_TYPE_F16 ? 0 : kv_type == RF_TYPE_Q8_0 ? 1 : kv_type == RF_TYPE_Q4_0 ? 3 : 2;
     const int hi = hd == 128;
-    if (G < 1 || G > DM_MAX_G || (rk && (G != 1 || ti == 2))) return 1;
+    if (G < 1 || G > DM_MAX_G || (rk && (G > DM_RK_MAX_G || ti == 2))) return 1;
     if (!cached[ti][hi][rk][G]) {
         int n = 0;
         const dec_tc_fn fn = rk ? dec_tc_kernel_rk(kv_type, hd) : dec_tc_kernel_t(kv_type, hd, G);

@@ -121,8 +121,9 @@ int rf_gpu_attention_decode_tc(int mode);
 int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type);
 /* 1 when rf_gpu_attention_decode can take `rope` fused for these arguments: one token, head_dim %
  * 8 == 0 with 16-byte aligned caches and rows, 0 < n_rot <= head_dim, n_rot even (NEOX: n_rot % 16 == 0); for
- * the tensor-core kernel (a->tc) also an f16, q8_0 or q4_0 cache, n_head == n_kv_head, q 16-byte aligned and at most
- * 32 splits (its fused combine); and, when n_sm > 0
+ * the tensor-core kernel (a->tc) also q 16-byte aligned and either an f16, q8_0 or q4_0 cache with
+ * n_head == n_kv_head and at most 32 splits (its fused combine) or an f16 cache with up to 4 query
+ * heads per KV head (its partials merged by the combine kernel); and, when n_sm > 0
  * (a speed choice), the n_split blocks per group fit in one wave of the fused kernel on n_sm
  * multiprocessors. */
 int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_rope *rope, const float *k_new, const float *v_new,
