@@ -950,8 +950,8 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
     /* the tensor-core kernel's rope-fused instance: f16, q8_0 or q4_0 caches with one query head per
      * KV head (and the fused combine), f16 caches with up to DM_RK_MAX_G; q 16-byte aligned. GQA
      * groups with a q8_0 or q4_0 cache keep the plain tensor-core kernel and rope's own launch:
-     * the instance was level at 2k and 32k positions and 2% slower at 8k, while f16 gained 1.8-3.5%
-     * (1B file, H200; docs/PERF.md, fifty-first session). */
+     * the instance was level at 2k and 32k positions and 2% slower at 8k, while f16 gained 1-2% at
+     * 8k and 32k and ~2.5% at 2k (1B file, H200; docs/PERF.md, fifty-first session). */
     if (a->tc && (a->kv_type == RF_TYPE_F32 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
                   (a->n_head != a->n_kv_head && a->kv_type != RF_TYPE_F16) ||
                   a->n_head / a->n_kv_head > DM_RK_MAX_G || (uintptr_t)a->q % 16 ||
