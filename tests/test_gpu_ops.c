@@ -695,12 +695,12 @@ static void test_rope_attention(void) {
                             li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
         rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
     }
-    /* past RF_GPU_ATTN_TC_MIN_POS: the tensor-core kernel's rope-fused instance for each cache type
-     * that has one, with one query head per KV head (the 7B shape), four (the 1B and 8B shapes,
-     * partials merged by the combine kernel) and two (a group of 2 with partial NEOX rotation); at
-     * 200 splits, more than one wave, the plain tensor-core kernel after rope's own launch; a group
-     * of 8 (more than the instance takes) always so. A NaN in the new k of the quantized
-     * instances (its block reads as NaN). */
+    /* past RF_GPU_ATTN_TC_MIN_POS, mode 1: the tensor-core kernel's rope-fused instance with one
+     * query head per KV head (the 7B shape, every cache type) and, with an f16 cache, with groups
+     * of 4 (the 1B and 8B shapes) and of 2 (partial NEOX rotation), whose partials the combine
+     * kernel merges; the plain tensor-core kernel after rope's own launch for GQA groups with a
+     * q8_0 or q4_0 cache, for a group of 8 (more than the instance takes) and at 200 splits (more
+     * than one wave). A NaN in the new k with a quantized cache (its block reads as NaN). */
     rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_Q8_0);
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q4_0);
@@ -708,6 +708,7 @@ static void test_rope_attention(void) {
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 1, 1100, 0, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, 1, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(8, 4, 64, RF_ROPE_NEOX, 32, 0, 1030, 0, RF_TYPE_F16);
     rope_attention_case(32, 4, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);

@@ -439,8 +439,8 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
              * launch (H200 tg128, 7B Q4_K_M: +3.7% at 1k positions, +4.0% at 8k; docs/PERF.md,
              * fiftieth session), at short ones the f32 rope-fused kernel. At long contexts the
              * second test below also offers it to GQA groups of up to 4 heads with an f16 cache
-             * (1B F16 file, H200: +1-2% at 8k and 32k, ~+2.5% at 2k; fifty-first). Where it cannot, a long
-             * context keeps the plain tensor-core kernel and rope's launch. */
+             * (1B F16 file, H200: +1-2% at 8k and 32k, ~+2.5% at 2k; fifty-first). Where it
+             * cannot, a long context keeps the plain tensor-core kernel and rope's launch. */
             if (rope && g->rope_fused &&
                 rf_gpu_attn_decode_tc_rope(d->n_head, d->n_kv_head, d->head_dim, d->kv_type)) {
                 rf_gpu_attn_args on_tc = a;
