@@ -1228,15 +1228,32 @@ static __device__ __forceinline__ uint4 kv_h8(const kv_raw8<kv_q8> &r) {
     q8_h4(r.q.y, d2, o[2], o[3]);
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
+/* (a & b) | c as one LOP3: with b and c both constants the compiler emits two. */
+static __device__ __forceinline__ uint32_t lop_and_or(uint32_t a, uint32_t b, uint32_t c) {
+#if RF_GPU_CUDA
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    return (a & b) | c;
+#endif
+}
 /* q4_0 in half arithmetic: the word's eight codes (kv_format.h's order) to four half2 words (w[i]:
- * elements 2i, 2i + 1), each code as the low mantissa bits of 1024 (one shift, one and-or), minus
- * 1032 gives code - 8 exactly, times the scale d2 gives the exact product rounded once. */
+ * elements 2i, 2i + 1). Each code goes into the mantissa of 1024 by one and-or, at bits 0-3 (pairs
+ * 0 and 2, the word shifted by 8 for pair 2) or 4-7 (pairs 1 and 3): 1024 + c or 1024 + 16 c, minus
+ * 1032 or 1152 gives c - 8 or 16 (c - 8) exactly, times d2 or d2 / 16 gives the exact product
+ * rounded once. d2 / 16 is exact unless |d| < 2^-10 (a block whose largest |x| is below 0.008),
+ * whose products of pairs 1 and 3 may then differ from (c - 8) d by one rounding of d / 16 (< 4e-6
+ * absolute). Five integer instructions per word instead of seven shifts and eight ands / ors. */
 static __device__ __forceinline__ void q4_h8(uint32_t codes, __half2 d2, uint32_t *w) {
-    const __half2 off = __float2half2_rn(1032.0f);
+    const __half2 off = __float2half2_rn(1032.0f), off16 = __float2half2_rn(1152.0f);
+    const __half2 d16 = __hmul2(d2, __float2half2_rn(0.0625f));
+    const uint32_t hi = codes >> 8;
+    const uint32_t t[4] = {lop_and_or(codes, 0x000F000Fu, 0x64006400u), lop_and_or(codes, 0x00F000F0u, 0x64006400u),
+                           lop_and_or(hi, 0x000F000Fu, 0x64006400u), lop_and_or(hi, 0x00F000F0u, 0x64006400u)};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const uint32_t t = ((codes >> (4 * i)) & 0x000F000Fu) | 0x64006400u;
-        const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&t), off), d2);
+        const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&t[i]), i & 1 ? off16 : off), i & 1 ? d16 : d2);
         w[i] = *reinterpret_cast<const uint32_t *>(&h);
     }
 }
@@ -1482,8 +1499,9 @@ static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states f
 /* N consecutive cache elements of one row within one quantized block (N = 8, 16 or 32, the first
  * a multiple of N), in stored form: the float formats as N / 8 kv_raw8; q8_0 and q4_0 as their N
  * codes (one load of the N or N / 2 bytes, up to 16 per load) and the block's scale (one load,
- * not one per 8 elements). Streaming loads (kv_ldv): the tensor-core decode runs at long
- * contexts only. */
+ * not one per 8 elements). kv_piece_load's p: the address of the first element (kv_at; for q4_0
+ * the byte holding it), soff: the byte offset from there to the block's scale (scale_off).
+ * Streaming loads (kv_ldv) where the caller asks for them. */
 template <typename T, int N> struct kv_piece {
     kv_raw8<T> p[N / 8];
 };
@@ -1494,10 +1512,10 @@ template <typename Q, int N> struct kv_piece_q {
 template <int N> struct kv_piece<kv_q8, N> : kv_piece_q<kv_q8, N> {};
 template <int N> struct kv_piece<kv_q4, N> : kv_piece_q<kv_q4, N> {};
 template <typename T, int N, bool S = true>
-static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
-    if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4) {
+static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const char *p, int soff) {
+    static_assert(kv_fmt<T>::Q8 || kv_fmt<T>::Q4, "q8_0 / q4_0 pieces (the float formats: below)");
+    {
         constexpr int W = sizeof x.q / 4;
-        const char *p = kv_at<T>(cache, slot, kv_dim, e);
         if (W == 1) {
             x.q[0] = kv_ldv<S, uint32_t>(p);
         } else if (W == 2) {
@@ -1510,12 +1528,14 @@ static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const vo
                 x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
             }
         }
-        x.d = kv_ldv<S, __half>(p + kv_fmt<T>::scale_off(kv_dim, e));
-    } else {
-#pragma unroll
-        for (int i = 0; i < N / 8; i++)
-            kv_load8<S>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
+        x.d = kv_ldv<S, __half>(p + soff);
     }
+}
+/* The float formats' pieces, addressed from the cache pointer per 8 elements (kv_at). */
+template <typename T, int N, bool S = true>
+static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const void *cache, int slot, int kv_dim, int e) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) kv_load8<S>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
 }
 /* Zeros (the positions past a split's end): float zeros, or codes read as zero with a zero scale. */
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
@@ -1553,24 +1573,63 @@ template <int HD, typename T, int TU> struct DmRound {
     kv_piece<T, HD / 8> v[TU][4];
 };
 
+/* att_slot with bs_log2 = log2(block_size) when that is a power of two (the runtime's 32), -1
+ * otherwise (att_bs_log2): shifts instead of the ~25 instructions of a division per lookup. */
+static __device__ __forceinline__ int att_bs_log2(int block_size) {
+    return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+}
+static __device__ __forceinline__ int att_slot2(const int32_t *bt, int block_size, int bs_log2, int p) {
+    return bs_log2 >= 0 ? (bt[p >> bs_log2] << bs_log2) | (p & (block_size - 1)) : (int)att_slot(bt, block_size, p);
+}
+
+/* Where the lane's K and V pieces are: for q8_0 / q4_0 their addresses in row 0 of the caches
+ * (kv_at of the first elements), the byte offsets from there to their scales and the row length,
+ * so that a piece of row `slot` is at k + slot * rb, one wide multiply-add instead of ~8
+ * instructions of 64-bit arithmetic (slots are non-negative and a cache's bytes fit size_t).
+ * With att_slot2, q8_0 caches at 8k / 32k positions: 1B file +0.1% / +0.4%, 7B +0.6% / +1.0%
+ * (H200, docs/PERF.md, fifty-second session). The float formats address from the cache pointers
+ * (kernel parameters, no registers) as kv_at does: with row bases in registers and att_slot2 the
+ * GQA f16 instance took 136 registers, not 128 (3 blocks per SM, not 4), and the 1B file's f16
+ * decode lost 0.7-1%. */
+template <typename T> struct DmRows {
+    const char *k, *v;
+    int ks, vs;
+    unsigned rb;
+    int kv_dim, ek, ev;
+};
+template <typename T>
+static __device__ __forceinline__ DmRows<T> dm_rows(const rf_gpu_attn_args &a, int kv_dim, int ek, int ev) {
+    return DmRows<T>{kv_at<T>(a.k_cache, 0, kv_dim, ek), kv_at<T>(a.v_cache, 0, kv_dim, ev),
+                     kv_fmt<T>::scale_off(kv_dim, ek), kv_fmt<T>::scale_off(kv_dim, ev),
+                     (unsigned)kv_fmt<T>::row_bytes(kv_dim), kv_dim, ek, ev};
+}
+/* Loads the lane's K (v = false) or V piece of row `slot`. */
+template <typename T, int N, bool S>
+static __device__ __forceinline__ void dm_piece(kv_piece<T, N> &x, const rf_gpu_attn_args &a, const DmRows<T> &L, bool v,
+                                                int slot) {
+    if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4)
+        kv_piece_load<T, N, S>(x, (v ? L.v : L.k) + (size_t)(unsigned)slot * L.rb, v ? L.vs : L.ks);
+    else kv_piece_load<T, N, S>(x, v ? a.v_cache : a.k_cache, slot, L.kv_dim, v ? L.ev : L.ek);
+}
+
 /* Issues the loads of the round at positions p0 .. p0 + NP - 1 (those < pe; the others zero).
  * slot: the cache slot of position p0 + lane % NP (every lane calls: shuffles). */
 template <int HD, typename T, int TU, bool S = true>
-static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_gpu_attn_args &a, int p0, int pe,
-                                               int slot, int kv_dim, int ek, int ev) {
+static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_gpu_attn_args &a, const DmRows<T> &L,
+                                               int p0, int pe, int slot) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int u = 0; u < TU; u++) {
 #pragma unroll
         for (int n = 0; n < 2; n++) {
             const int j = 16 * u + 8 * n + r, sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) kv_piece_load<T, HD / 4, S>(R.k[u][n], a.k_cache, sl, kv_dim, ek);
+            if (p0 + j < pe) dm_piece<T, HD / 4, S>(R.k[u][n], a, L, false, sl);
             else kv_piece_zero(R.k[u][n]);
         }
 #pragma unroll
         for (int qi = 0; qi < 4; qi++) {
             const int j = 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1), sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) kv_piece_load<T, HD / 8, S>(R.v[u][qi], a.v_cache, sl, kv_dim, ev);
+            if (p0 + j < pe) dm_piece<T, HD / 8, S>(R.v[u][qi], a, L, true, sl);
             else kv_piece_zero(R.v[u][qi]);
         }
     }
@@ -1768,7 +1827,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     __shared__ __align__(16) float q_rot[RK ? DM_THREADS / 32 : 1][RK ? HD : 4]; /* rotated q: each warp's (G == 1), the group's heads (G > 1) */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
-    int slot = p0 + lane % NP < pe ? (int)att_slot(bt, a.block_size, p0 + lane % NP) : 0;
+    const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1; /* (f16: 2 more registers, 4 -> 3 blocks per SM for GQA) */
+    int slot = p0 + lane % NP < pe ? att_slot2(bt, a.block_size, bs_log2, p0 + lane % NP) : 0;
     if (RK && lane < NP && p0 + lane < pe) {
         const char *kr = kv_at<T>(a.k_cache, slot, kv_dim, g * HD), *vr = kv_at<T>(a.v_cache, slot, kv_dim, g * HD);
         dec_prefetch_l2(kr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
@@ -1924,12 +1984,12 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         st.l0[n] = st.l1[n] = 0.0f;
     }
     const float sl2 = a.scale * 1.4426950408889634f;
-
+    const DmRows<T> rows = dm_rows<T>(a, kv_dim, ek, ev);
     for (; p0 < pe; p0 += stride) { /* warp-uniform */
         DmRound<HD, T, TU> cur;
         const int sl = slot, pn = p0 + stride + lane % NP;
-        slot = pn < pe ? (int)att_slot(bt, a.block_size, pn) : 0; /* the next round's, during this one */
-        dm_load<HD, T, TU, !RK>(cur, a, p0, pe, sl, kv_dim, ek, ev);
+        slot = pn < pe ? att_slot2(bt, a.block_size, bs_log2, pn) : 0; /* the next round's, during this one */
+        dm_load<HD, T, TU, !RK>(cur, a, rows, p0, pe, sl);
         dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
     RF_STAMP_AFTER(5, st.o[0][0][0]);
