@@ -1474,8 +1474,10 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(rf_gpu_attn_args a
  * Precision as attn_mma_kernel: q, k, v and p rounded to f16 (11 significant bits), scores, sums and
  * accumulators f32, exponentials with results below 2^-126 flushed to zero: outputs differ from the
  * CPU by ~1e-3 relative of the output scale. Limits: |q|, |k|, |v| < 65504 (f16 range); an inf v
- * at a position whose weight rounds to 0 in f16 gives NaN (0 * inf) where the CPU gives inf.
- * Positions outside the split are neither read nor used. Needs q and the caches 16-byte aligned (the
+ * at a position whose weight rounds to 0 in f16, or at the first position of a warp's last round,
+ * gives NaN (0 * inf) where the CPU gives inf. Positions outside the split are not used; in a
+ * warp's last round those past its end read the round's first position again (dm_slot). Needs q
+ * and the caches 16-byte aligned (the
  * launcher checks). Dynamic shared memory: dec_smem(HD, G). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
@@ -1537,17 +1539,6 @@ static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const vo
 #pragma unroll
     for (int i = 0; i < N / 8; i++) kv_load8<S>(x.p[i], kv_at<T>(cache, slot, kv_dim, e + 8 * i), 0);
 }
-/* Zeros (the positions past a split's end): float zeros, or codes read as zero with a zero scale. */
-template <typename T, int N> static __device__ __forceinline__ void kv_piece_zero(kv_piece<T, N> &x) {
-    if constexpr (kv_fmt<T>::Q8 || kv_fmt<T>::Q4) {
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof x.q / 4); i++) x.q[i] = kv_fmt<T>::Q4 ? 0x88888888u : 0u;
-        x.d = __float2half(0.0f);
-    } else {
-#pragma unroll
-        for (int i = 0; i < N / 8; i++) kv_zero8(x.p[i]);
-    }
-}
 /* The piece as N / 2 f16 pairs (element 2i in the low half of w[i]), rounded as kv_h8 rounds. */
 template <typename T, int N> static __device__ __forceinline__ void kv_piece_h(const kv_piece<T, N> &x, uint32_t *w) {
 #pragma unroll
@@ -1582,6 +1573,15 @@ static __device__ __forceinline__ int att_slot2(const int32_t *bt, int block_siz
     return bs_log2 >= 0 ? (bt[p >> bs_log2] << bs_log2) | (p & (block_size - 1)) : (int)att_slot(bt, block_size, p);
 }
 
+/* The slot of position p (lane l of a round's NP lanes: p = p0 + l) for dm_load: att_slot2's, or
+ * for p >= pe that of lane 0's position p0 < pe (every lane calls: a shuffle). The positions past
+ * the split's end then load p0's rows, whose scores the round masks (weight 0): guarded loads and
+ * zero fills cost ~40 instructions of every round (not only the last). */
+static __device__ __forceinline__ int dm_slot(const int32_t *bt, int block_size, int bs_log2, int p, int pe) {
+    const int sl = p < pe ? att_slot2(bt, block_size, bs_log2, p) : 0, s0 = ATT_SHFL_IDX(sl, 0);
+    return p < pe ? sl : s0;
+}
+
 /* Where the lane's K and V pieces are: for q8_0 / q4_0 their addresses in row 0 of the caches
  * (kv_at of the first elements), the byte offsets from there to their scales and the row length,
  * so that a piece of row `slot` is at k + slot * rb, one wide multiply-add instead of ~8
@@ -1612,25 +1612,22 @@ static __device__ __forceinline__ void dm_piece(kv_piece<T, N> &x, const rf_gpu_
     else kv_piece_load<T, N, S>(x, v ? a.v_cache : a.k_cache, slot, L.kv_dim, v ? L.ev : L.ek);
 }
 
-/* Issues the loads of the round at positions p0 .. p0 + NP - 1 (those < pe; the others zero).
- * slot: the cache slot of position p0 + lane % NP (every lane calls: shuffles). */
+/* Issues the loads of the round at positions p0 .. p0 + NP - 1. slot: the cache slot of position
+ * p0 + lane % NP, or for a position >= pe that of p0 (dm_slot), so that the round's loads need
+ * no guards and no zero fills (every lane calls: shuffles). */
 template <int HD, typename T, int TU, bool S = true>
 static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_gpu_attn_args &a, const DmRows<T> &L,
-                                               int p0, int pe, int slot) {
+                                               int slot) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int u = 0; u < TU; u++) {
 #pragma unroll
         for (int n = 0; n < 2; n++) {
-            const int j = 16 * u + 8 * n + r, sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) dm_piece<T, HD / 4, S>(R.k[u][n], a, L, false, sl);
-            else kv_piece_zero(R.k[u][n]);
+            dm_piece<T, HD / 4, S>(R.k[u][n], a, L, false, ATT_SHFL_IDX(slot, 16 * u + 8 * n + r));
         }
 #pragma unroll
         for (int qi = 0; qi < 4; qi++) {
-            const int j = 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1), sl = ATT_SHFL_IDX(slot, j);
-            if (p0 + j < pe) dm_piece<T, HD / 8, S>(R.v[u][qi], a, L, true, sl);
-            else kv_piece_zero(R.v[u][qi]);
+            dm_piece<T, HD / 8, S>(R.v[u][qi], a, L, true, ATT_SHFL_IDX(slot, 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1)));
         }
     }
 }
@@ -1828,7 +1825,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
     const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1; /* (f16: 2 more registers, 4 -> 3 blocks per SM for GQA) */
-    int slot = p0 + lane % NP < pe ? att_slot2(bt, a.block_size, bs_log2, p0 + lane % NP) : 0;
+    int slot = dm_slot(bt, a.block_size, bs_log2, p0 + lane % NP, pe);
     if (RK && lane < NP && p0 + lane < pe) {
         const char *kr = kv_at<T>(a.k_cache, slot, kv_dim, g * HD), *vr = kv_at<T>(a.v_cache, slot, kv_dim, g * HD);
         dec_prefetch_l2(kr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
@@ -1988,8 +1985,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     for (; p0 < pe; p0 += stride) { /* warp-uniform */
         DmRound<HD, T, TU> cur;
         const int sl = slot, pn = p0 + stride + lane % NP;
-        slot = pn < pe ? att_slot2(bt, a.block_size, bs_log2, pn) : 0; /* the next round's, during this one */
-        dm_load<HD, T, TU, !RK>(cur, a, rows, p0, pe, sl);
+        slot = dm_slot(bt, a.block_size, bs_log2, pn, pe); /* the next round's, during this one */
+        dm_load<HD, T, TU, !RK>(cur, a, rows, sl);
         dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
     RF_STAMP_AFTER(5, st.o[0][0][0]);
