@@ -1516,22 +1516,20 @@ template <int N> struct kv_piece<kv_q4, N> : kv_piece_q<kv_q4, N> {};
 template <typename T, int N, bool S = true>
 static __device__ __forceinline__ void kv_piece_load(kv_piece<T, N> &x, const char *p, int soff) {
     static_assert(kv_fmt<T>::Q8 || kv_fmt<T>::Q4, "q8_0 / q4_0 pieces (the float formats: below)");
-    {
-        constexpr int W = sizeof x.q / 4;
-        if (W == 1) {
-            x.q[0] = kv_ldv<S, uint32_t>(p);
-        } else if (W == 2) {
-            const uint2 v = kv_ldv<S, uint2>(p);
-            x.q[0] = v.x, x.q[1] = v.y;
-        } else {
+    constexpr int W = sizeof x.q / 4;
+    if (W == 1) {
+        x.q[0] = kv_ldv<S, uint32_t>(p);
+    } else if (W == 2) {
+        const uint2 v = kv_ldv<S, uint2>(p);
+        x.q[0] = v.x, x.q[1] = v.y;
+    } else {
 #pragma unroll
-            for (int i = 0; i < W / 4; i++) {
-                const uint4 v = kv_ldv<S, uint4>(p + 16 * i);
-                x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
-            }
+        for (int i = 0; i < W / 4; i++) {
+            const uint4 v = kv_ldv<S, uint4>(p + 16 * i);
+            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
         }
-        x.d = kv_ldv<S, __half>(p + soff);
     }
+    x.d = kv_ldv<S, __half>(p + soff);
 }
 /* The float formats' pieces, addressed from the cache pointer per 8 elements (kv_at). */
 template <typename T, int N, bool S = true>
@@ -1824,7 +1822,9 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     __shared__ __align__(16) float q_rot[RK ? DM_THREADS / 32 : 1][RK ? HD : 4]; /* rotated q: each warp's (G == 1), the group's heads (G > 1) */
     /* the first round's slots (the block table is written before the step) before the wait */
     int p0 = pb + warp * NP;
-    const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1; /* (f16: 2 more registers, 4 -> 3 blocks per SM for GQA) */
+    /* slots by shifts for q8_0 / q4_0; the float formats keep the division (DmRows: with shifts and
+     * row bases in registers the GQA f16 instance left its 128-register cap) */
+    const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1;
     int slot = dm_slot(bt, a.block_size, bs_log2, p0 + lane % NP, pe);
     if (RK && lane < NP && p0 + lane < pe) {
         const char *kr = kv_at<T>(a.k_cache, slot, kv_dim, g * HD), *vr = kv_at<T>(a.v_cache, slot, kv_dim, g * HD);
