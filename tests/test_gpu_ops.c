@@ -356,11 +356,13 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
 
 /* Sequences of the given lengths in a paged cache with shuffled (non-contiguous) blocks; the
  * batch holds the last `tail[s]` positions of sequence s (tail 1 = decode). Unused slots hold NaN:
- * reading one would show. mode/n_split select the GPU kernel (gpu_backend.h). */
+ * reading one would show. mode/n_split select the GPU kernel (gpu_backend.h). kv_scale scales K
+ * and V (and the absolute tolerances with them). */
 static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len,
-                              const int *tail, int n_seq, int nan_case, uint32_t kvt) {
+                              const int *tail, int n_seq, int nan_case, uint32_t kvt, float kv_scale) {
     test_paged_kv c;
     test_paged_kv_make(&c, n_kv, hd, bsz, len, tail, n_seq);
+    for (size_t i = 0; i < c.n_slots * c.kvd; i++) c.kc[i] *= kv_scale, c.vc[i] *= kv_scale;
     const int n_tok = c.n_tok, max_blocks = c.max_blocks, max_pos = c.max_len - 1;
     const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots;
     int32_t *bt = c.bt, *pos = c.pos, *seq_row = c.seq_row;
@@ -415,9 +417,9 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
             printf("  %s: max abs error %.2e\n", what, worst);
         }
         if (tc)
-            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 2e-3, 1e-2);
+            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 2e-3 * kv_scale, 1e-2);
         else
-            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4, 1e-4);
+            CHECK_CLOSE(what, got, ref, (size_t)n_tok * qd, 1e-4 * kv_scale, 1e-4);
     }
     rf_gpu_attention_prefill_tc(1, hd);
     rf_gpu_attention_decode_tc(1);
@@ -442,10 +444,10 @@ static void attention_case_kv(const char *label, int n_head, int n_kv, int hd, i
  * has the same tolerances. */
 static void attention_case(const char *label, int n_head, int n_kv, int hd, int bsz, const int *len, const int *tail,
                            int n_seq, int nan_case) {
-    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F32);
-    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F16);
-    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q8_0);
-    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q4_0);
+    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F32, 1.0f);
+    attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_F16, 1.0f);
+    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q8_0, 1.0f);
+    if (hd % 32 == 0) attention_case_kv(label, n_head, n_kv, hd, bsz, len, tail, n_seq, nan_case, RF_TYPE_Q4_0, 1.0f);
 }
 
 static void test_attention(void) {
@@ -457,6 +459,10 @@ static void test_attention(void) {
     int len3[] = {37, 300, 1, 1025}, tail3[] = {1, 1, 1, 1};
     attention_case("decode 4 seqs", 8, 8, 64, 16, len3, tail3, 4, 0);
     attention_case("decode 4 seqs gqa4", 16, 4, 128, 32, len3, tail3, 4, 0);
+    /* q4_0 blocks with scales below 2^-10, where the tensor-core kernels' widening rounds d / 16
+     * once more (q4_h8): K and V times 2^-9, the absolute tolerances with them */
+    attention_case_kv("small values", 8, 8, 64, 16, len3, tail3, 4, 0, RF_TYPE_Q4_0, 1.0f / 512);
+    attention_case_kv("small values gqa4", 16, 4, 128, 32, len3, tail3, 4, 0, RF_TYPE_Q4_0, 1.0f / 512);
     int len4[] = {77}, tail4[] = {77};
     attention_case("prefill 77", 8, 1, 64, 16, len4, tail4, 1, 0);
     int len5[] = {130, 45, 300}, tail5[] = {50, 45, 20};
