@@ -520,8 +520,12 @@ static void test_attention(void) {
  * differs). Split counts: automatic, 1, 3 and 200 (more than the fused combine takes). At 1 and 3
  * splits the fused launch is also called directly with its int8 copy on (the output projection's
  * x, which the op leaves in the matmul context): out as path 1's, the copy bit for bit the host
- * quantization of that out (test_xq_diff). */
-static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int nan_k,
+ * quantization of that out (test_xq_diff). k_kind: RA_K_PLAIN; RA_K_NAN, a NaN in the new k;
+ * RA_K_SHIFTED, every k (cached and new) plus 3, so that quantized codes sit near the top of their
+ * range, where the tensor-core kernel's one-head scores cancel the largest offsets (dm_k1 in
+ * attention.cu). */
+enum { RA_K_PLAIN, RA_K_NAN, RA_K_SHIFTED };
+static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int k_kind,
                                 uint32_t kvt) {
     int lens[] = {len}, tails[] = {1};
     test_paged_kv c;
@@ -535,7 +539,11 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     fill(k, kvd, -1, 1);
     fill(v, kvd, -1, 1);
     fill(ff, 128, 1.0f, 8.0f);
-    if (nan_k) k[test_randint(0, (int)kvd - 1)] = NAN;
+    if (k_kind == RA_K_NAN) k[test_randint(0, (int)kvd - 1)] = NAN;
+    if (k_kind == RA_K_SHIFTED) {
+        for (size_t i = 0; i < kvd; i++) k[i] += 3.0f;
+        for (size_t i = 0; i < n_slots * kvd; i++) c.kc[i] += 3.0f; /* NaN (unused) slots stay NaN */
+    }
     void *kcs = test_kv_pack(c.kc, kvt, n_slots, kvd), *vcs = test_kv_pack(c.vc, kvt, n_slots, kvd);
     float *dff = dput(ff, sizeof ff);
     rf_rope rope = {mode, n_rot, 10000.0f, 1.0f, use_ff ? dff : NULL}, hrope = rope;
@@ -582,7 +590,8 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         snprintf(what, sizeof what,
                  "rope_attention %s n_rot %d%s heads %d/%d hd %d, %d positions, kv %s, splits %d, gb %d%s%s",
                  mode == RF_ROPE_NEOX ? "neox" : "normal", n_rot, use_ff ? " (factors)" : "", n_head, n_kv, hd, len,
-                 rf_kv_type_name(kvt), splits[si][0], splits[si][1], nan_k ? ", NaN in k" : "",
+                 rf_kv_type_name(kvt), splits[si][0], splits[si][1],
+                 k_kind == RA_K_NAN ? ", NaN in k" : k_kind == RA_K_SHIFTED ? ", k + 3" : "",
                  tc ? ", tensor cores" : "");
         /* path 1: the op; path 2: the two ops on fresh copies of the same inputs */
         for (int path = 1; path <= 2; path++) {
@@ -613,8 +622,10 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         }
         test_kv_unpack(gk1, kvt, n_slots, kvd, gkf);
         test_kv_unpack(gv1, kvt, n_slots, kvd, gvf);
+        /* a quantized new row may differ by a code: its step grows with |k| (rotated k + 3 <= 6) */
+        const double kstep = k_kind == RA_K_SHIFTED ? 6.0 : 1.0;
         CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd,
-                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 : kvt == RF_TYPE_Q4_0 ? 0.2 : 2e-3, 0);
+                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 * kstep : kvt == RF_TYPE_Q4_0 ? 0.2 * kstep : 2e-3, 0);
         CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
         CHECK(!memcmp(gk1, gk2, kvb) && !memcmp(gv1, gv2, kvb),
               "%s: the cache differs from the two-op path's", what);
@@ -688,9 +699,9 @@ static void test_rope_attention(void) {
     /* every length on the 1B shape, and a NaN in the new k (its group's outputs turn NaN) */
     for (size_t li = 0; li < RF_ARRAY_LEN(lens); li++)
         rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
-    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_F16);
-    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
-    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q4_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_F16);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q4_0);
     /* the 7B shape (one head per block) at lengths around a warp's round: the f32 kernels' (16
      * positions for f16 and q4_0, 8 for q8_0), their four warps' first rounds (64) and first chunks
      * of 32 (128); the rope-fused tensor-core instances' rounds of 32 (every type, 129: a block's
@@ -712,13 +723,18 @@ static void test_rope_attention(void) {
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 1, 1100, 0, RF_TYPE_Q8_0);
-    rope_attention_case(32, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, 1, RF_TYPE_Q4_0);
+    rope_attention_case(32, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, RA_K_NAN, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
     rope_attention_case(8, 4, 64, RF_ROPE_NEOX, 32, 0, 1030, 0, RF_TYPE_F16);
     rope_attention_case(32, 4, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
-    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, 1, RF_TYPE_Q8_0);
-    rope_attention_case(16, 16, 64, RF_ROPE_NEOX, 64, 0, 200, 1, RF_TYPE_Q4_0);
+    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q8_0);
+    rope_attention_case(16, 16, 64, RF_ROPE_NEOX, 64, 0, 200, RA_K_NAN, RF_TYPE_Q4_0);
+    /* K far from zero with one head per KV head: q8_0 and q4_0 codes near their largest */
+    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
+    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 129, RA_K_SHIFTED, RF_TYPE_Q4_0);
+    rope_attention_case(8, 8, 64, RF_ROPE_NEOX, 64, 0, 700, RA_K_SHIFTED, RF_TYPE_Q4_0);
+    rope_attention_case(8, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
 }
 #endif
 
