@@ -951,7 +951,8 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
      * KV head (and the fused combine), f16 caches with up to DM_RK_MAX_G; q 16-byte aligned. GQA
      * groups with a q8_0 or q4_0 cache keep the plain tensor-core kernel and rope's own launch:
      * the instance was level at 2k and 32k positions and 2% slower at 8k, while f16 gained 1-2% at
-     * 8k and 32k and ~2.5% at 2k (1B file, H200; docs/PERF.md, fifty-first session). */
+     * 8k and 32k and ~2.5% at 2k (1B file, H200; docs/PERF.md, fifty-first session); again after
+     * the fifty-second session's shorter loop: q8_0 -3.2% / -1.3% at 8k / 32k (fifty-third). */
     if (a->tc && (a->kv_type == RF_TYPE_F32 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
                   (a->n_head != a->n_kv_head && a->kv_type != RF_TYPE_F16) ||
                   a->n_head / a->n_kv_head > DM_RK_MAX_G || (uintptr_t)a->q % 16 ||
@@ -2117,7 +2118,9 @@ template <typename T> static dec_tc_fn dec_tc_kernel(int hd, int G) {
  * SM (168 registers; at 4 it spilled 192 bytes and 7B Q4_K_M at 8k positions lost 10%), q4_0 for 4
  * (126 registers, no spills). 7B Q4_K_M tg128 at 512 / 2k / 8k / 32k positions, H200: q8_0 rounds of
  * 16 at 4 blocks per SM were -1.6%, +0.1%, +1.5%, +0.8% against these; q4_0 at 3 blocks per SM +1%,
- * +2%, level, -3.3% (two runs). docs/PERF.md, fifty-first session. */
+ * +2%, level, -3.3% (two runs). docs/PERF.md, fifty-first session. Both in rounds of 16 at 5 blocks
+ * per SM (96 registers): q4_0 -1.8% / -1.2% / -3.9% at 512 / 8k / 32k, q8_0 -4.4% / -6.3% / -10.5%;
+ * at 6, -6% to -23% (fifty-third). */
 template <typename T> static dec_tc_fn dec_tc_kernel_rk_t(int hd) {
     if (hd == 64) return attn_dec_mma_kernel<64, T, 2, 1, 2, true>;
     if constexpr (std::is_same<T, __half>::value) return attn_dec_mma_kernel<128, T, 2, 1, 1, true>;
