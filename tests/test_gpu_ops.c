@@ -522,8 +522,9 @@ static void test_attention(void) {
  * x, which the op leaves in the matmul context): out as path 1's, the copy bit for bit the host
  * quantization of that out (test_xq_diff). k_kind: RA_K_PLAIN; RA_K_NAN, a NaN in the new k;
  * RA_K_SHIFTED, every k (cached and new) plus 3, so that quantized codes sit near the top of their
- * range, where the tensor-core kernel's one-head scores cancel the largest offsets (dm_k1 in
- * attention.cu). */
+ * range: the largest products of code and scale the tensor-core kernels round to f16, and the
+ * largest offsets a kernel scoring the raw codes would cancel
+ * (docs/experiments/decode-attention-one-head-raw-k-scores.diff). */
 enum { RA_K_PLAIN, RA_K_NAN, RA_K_SHIFTED };
 static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int k_kind,
                                 uint32_t kvt) {
@@ -625,7 +626,11 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
         /* a quantized new row may differ by a code: its step grows with |k| (rotated k + 3 <= 6) */
         const double kstep = k_kind == RA_K_SHIFTED ? 6.0 : 1.0;
         CHECK_CLOSE("rope_attention k cache", gkf, rkf, n_slots * kvd,
-                    kvt == RF_TYPE_F16 ? 3e-3 : kvt == RF_TYPE_Q8_0 ? 1.5e-2 * kstep : kvt == RF_TYPE_Q4_0 ? 0.2 * kstep : 2e-3, 0);
+                    kvt == RF_TYPE_F16    ? 3e-3
+                    : kvt == RF_TYPE_Q8_0 ? 1.5e-2 * kstep
+                    : kvt == RF_TYPE_Q4_0 ? 0.2 * kstep
+                                          : 2e-3,
+                    0);
         CHECK_CLOSE("rope_attention v cache", gvf, rvf, n_slots * kvd, 0, 0);
         CHECK(!memcmp(gk1, gk2, kvb) && !memcmp(gv1, gv2, kvb),
               "%s: the cache differs from the two-op path's", what);
@@ -693,12 +698,12 @@ static void test_rope_attention(void) {
         for (size_t ki = 0; ki < RF_ARRAY_LEN(kv_types); ki++) {
             if ((kv_types[ki] == RF_TYPE_Q8_0 || kv_types[ki] == RF_TYPE_Q4_0) && cfg[ci][2] % 32) continue;
             const int len = lens[test_randint(0, (int)RF_ARRAY_LEN(lens) - 1)];
-            rope_attention_case(cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], cfg[ci][4], cfg[ci][5], len, 0,
+            rope_attention_case(cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], cfg[ci][4], cfg[ci][5], len, RA_K_PLAIN,
                                 kv_types[ki]);
         }
     /* every length on the 1B shape, and a NaN in the new k (its group's outputs turn NaN) */
     for (size_t li = 0; li < RF_ARRAY_LEN(lens); li++)
-        rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], 0, RF_TYPE_F16);
+        rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens[li], RA_K_PLAIN, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_F16);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q4_0);
@@ -708,9 +713,9 @@ static void test_rope_attention(void) {
      * four warps plus one position) */
     static const int lens7[] = {16, 17, 63, 64, 65, 129};
     for (size_t li = 0; li < RF_ARRAY_LEN(lens7); li++) {
-        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0,
+        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], RA_K_PLAIN,
                             li % 2 ? RF_TYPE_Q8_0 : RF_TYPE_F16);
-        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], 0, RF_TYPE_Q4_0);
+        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens7[li], RA_K_PLAIN, RF_TYPE_Q4_0);
     }
     /* past RF_GPU_ATTN_TC_MIN_POS, mode 1: the tensor-core kernel's rope-fused instance with one
      * query head per KV head (the 7B shape, every cache type) and, with an f16 cache, with groups
@@ -718,16 +723,16 @@ static void test_rope_attention(void) {
      * kernel merges; the plain tensor-core kernel after rope's own launch for GQA groups with a
      * q8_0 or q4_0 cache, for a group of 8 (more than the instance takes) and at 200 splits (more
      * than one wave). A NaN in the new k with a quantized cache (its block reads as NaN). */
-    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
-    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_Q8_0);
-    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q4_0);
-    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, 0, RF_TYPE_F16);
-    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 1, 1100, 0, RF_TYPE_Q8_0);
+    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_F16);
+    rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_Q8_0);
+    rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_Q4_0);
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, RA_K_PLAIN, RF_TYPE_F16);
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 1, 1100, RA_K_PLAIN, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, RA_K_NAN, RF_TYPE_Q4_0);
-    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, 0, RF_TYPE_Q8_0);
-    rope_attention_case(32, 8, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
-    rope_attention_case(8, 4, 64, RF_ROPE_NEOX, 32, 0, 1030, 0, RF_TYPE_F16);
-    rope_attention_case(32, 4, 128, RF_ROPE_NEOX, 128, 0, 1100, 0, RF_TYPE_F16);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NEOX, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_F16);
+    rope_attention_case(8, 4, 64, RF_ROPE_NEOX, 32, 0, 1030, RA_K_PLAIN, RF_TYPE_F16);
+    rope_attention_case(32, 4, 128, RF_ROPE_NEOX, 128, 0, 1100, RA_K_PLAIN, RF_TYPE_F16);
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 45, RA_K_NAN, RF_TYPE_Q8_0);
     rope_attention_case(16, 16, 64, RF_ROPE_NEOX, 64, 0, 200, RA_K_NAN, RF_TYPE_Q4_0);
     /* K far from zero with one head per KV head: q8_0 and q4_0 codes near their largest */
