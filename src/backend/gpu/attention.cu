@@ -1793,9 +1793,10 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * stores both rows (rounded to f16, or quantized by kv_pack8 as rope.cu's store kernels quantize) at
  * slot[t] and writes that one position's state (m = its score,
  * l = 1, acc = its v row) as a fifth warp's, so no warp waits for the store and nothing of it stays
- * live through the loop. The loads are plain (short contexts: a layer's rows stay in the L2 from
- * one step to the next; at 1k-32k positions the instance still beat the plain tensor-core kernel
- * with rope's own launch by 1.7-5%, docs/PERF.md, fiftieth session), and the block writes its output itself (one split) or the last split block
+ * live through the loop. The loads are streaming (evict-first) for f16 caches, as in the plain
+ * instances, and plain for q8_0 / q4_0 (H200, against plain loads: 1B F16 file with an f16 cache
+ * +0.3% / +1.3% at 8k / 32k positions, 7B Q4_K_M +1.2% / +0.4%, -0.15% to +0.3% at 512-2k; a q4_0 cache
+ * -0.4% / -4.3%; docs/PERF.md, fifty-third session). The block writes its output itself (one split) or the last split block
  * of the group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused
  * combine. */
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
@@ -1804,8 +1805,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     RF_STAMPS_BEGIN;
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
-    constexpr bool Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4;
-    static_assert(!RK || ((Q || std::is_same<T, __half>::value) && NT == 1),
+    constexpr bool Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4, F16 = std::is_same<T, __half>::value;
+    static_assert(!RK || ((Q || F16) && NT == 1),
                   "the fused rope: f16, q8_0 or q4_0 rows, one tile of heads");
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
@@ -1987,7 +1988,7 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
         DmRound<HD, T, TU> cur;
         const int sl = slot, pn = p0 + stride + lane % NP;
         slot = dm_slot(bt, a.block_size, bs_log2, pn, pe); /* the next round's, during this one */
-        dm_load<HD, T, TU, !RK>(cur, a, rows, sl);
+        dm_load<HD, T, TU, !RK || F16>(cur, a, rows, sl); /* streaming but for RK's q8_0 / q4_0 (above) */
         dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
     }
     RF_STAMP_AFTER(5, st.o[0][0][0]);
