@@ -1795,10 +1795,10 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * l = 1, acc = its v row) as a fifth warp's, so no warp waits for the store and nothing of it stays
  * live through the loop. The loads are streaming (evict-first) for f16 caches, as in the plain
  * instances, and plain for q8_0 / q4_0 (H200, against plain loads: 1B F16 file with an f16 cache
- * +0.3% / +1.3% at 8k / 32k positions, 7B Q4_K_M +1.2% / +0.4%, -0.15% to +0.3% at 512-2k; a q4_0 cache
- * -0.4% / -4.3%; docs/PERF.md, fifty-third session). The block writes its output itself (one split) or the last split block
- * of the group merges the partials (counters, dec_combine_last), as attn_dec_kernel's fused
- * combine. */
+ * +0.3% / +1.3% at 8k / 32k positions, 7B Q4_K_M +1.2% / +0.4%, -0.15% to +0.3% at 512-2k; a
+ * q4_0 cache -0.4% / -4.3%; docs/PERF.md, fifty-third session). The block writes its output itself
+ * (one split) or the last split block of the group merges the partials (counters,
+ * dec_combine_last), as attn_dec_kernel's fused combine. */
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
                                                                                int *counters) {
