@@ -1,7 +1,7 @@
 /* kv_layout_bw.cu: how fast the decode attention's K/V access pattern can stream, for two cache
  * layouts (a question for docs/PERF.md's long-context notes, not part of the engine).
  *
- * The tensor-core decode kernel (attention.cu, attn_dec_mma_kernel) reads, per GQA group, C bytes
+ * The tensor-core decode kernel (attention_decode.cu, attn_dec_mma_kernel) reads, per GQA group, C bytes
  * of each position's K row and of its V row (C = head_dim x element size: 64 for q8_0 codes at
  * head_dim 64, 128 for f16), one block per (group, split), 4 warps taking rounds of 32 positions,
  * all of a round's loads issued before any is used. Here the same grid and rounds read
