@@ -810,6 +810,20 @@ static_assert(DM_RK_MAX_G == DM_THREADS / 32, "the RK instance's q_rot has one r
 #ifndef RK_MINB_Q4
 #define RK_MINB_Q4 4
 #endif
+/* The plain q8_0 / q4_0 instances at head_dim 128 (GQA files from RF_GPU_ATTN_TC_MIN_POS): the
+ * same two choices (-D to experiment). */
+#ifndef DM_TU_Q8
+#define DM_TU_Q8 1
+#endif
+#ifndef DM_MINB_Q8
+#define DM_MINB_Q8 3
+#endif
+#ifndef DM_TU_Q4
+#define DM_TU_Q4 2
+#endif
+#ifndef DM_MINB_Q4
+#define DM_MINB_Q4 3
+#endif
 static_assert(DM_THREADS <= DEC_THREADS, "dec_smem sizes the warps' end states for at most DEC_THREADS / 32 warps");
 
 /* N consecutive cache elements of one row within one quantized block (N = 8, 16 or 32, the first
@@ -1386,9 +1400,12 @@ extern "C" int rf_gpu_attention_decode_tc(int mode) {
 
 #if RF_GPU_CUDA
 typedef void (*dec_tc_fn)(rf_gpu_attn_args, float *, int *);
-/* Rounds of 32 positions per warp (TU 2), but 16 for the f32, q8_0 and q4_0 caches at head_dim 128
- * (with 32: f32 spilled in the earlier kernel, q8_0 spills 4 bytes at its cap, q4_0 fits in 155
- * registers at 3 blocks per SM but lost, 7B file at 8k 387.9 -> 379.0 tokens/s). Register caps
+/* Rounds of 32 positions per warp (TU 2), but 16 for the f32 and q8_0 caches at head_dim 128 (with
+ * 32: f32 spilled in the earlier kernel; q8_0, 164 registers at 3 blocks per SM, gained 1.1% at 2k
+ * positions and lost 0.35% / 0.2% at 8k / 32k for the 8B shape, fifty-fourth session). q4_0 at
+ * head_dim 128 in rounds of 32 (DM_TU_Q4): the 8B shape +1.2% / level / +1.8% at 2k / 8k / 32k
+ * (525.4 -> 531.9, 413.6 -> 421.2 tokens/s; at 4 blocks per SM, 24 bytes of spills, +1.4% at 32k
+ * only). Register caps
  * (blocks per SM): 4 at head_dim 64 but for f32 and for f16 with two head tiles (4 for one tile:
  * 1B F16 file at 32k positions 884.4 -> 918.2; 5 for q4_0: 978.3 -> 968.1), 3 for q8_0 and q4_0
  * at head_dim 128. One head tile: 110-130 registers at head_dim 64, no spills; two (G > 8, not
@@ -1402,7 +1419,9 @@ template <typename T, int NT> static dec_tc_fn dec_tc_kernel_nt(int hd) {
     constexpr bool F16 = std::is_same<T, __half>::value;
     if (hd == 64) return attn_dec_mma_kernel<64, T, 2, NT, Q || (F16 && NT == 1) ? 4 : 1, false>;
     if constexpr (F16) return attn_dec_mma_kernel<128, T, 2, NT, 1, false>;
-    else return attn_dec_mma_kernel<128, T, 1, NT, Q ? 3 : 1, false>;
+    else if constexpr (kv_fmt<T>::Q8) return attn_dec_mma_kernel<128, T, NT == 1 ? DM_TU_Q8 : 1, NT, NT == 1 ? DM_MINB_Q8 : 3, false>;
+    else if constexpr (kv_fmt<T>::Q4) return attn_dec_mma_kernel<128, T, NT == 1 ? DM_TU_Q4 : 1, NT, NT == 1 ? DM_MINB_Q4 : 3, false>;
+    else return attn_dec_mma_kernel<128, T, 1, NT, 1, false>;
 }
 template <typename T> static dec_tc_fn dec_tc_kernel(int hd, int G) {
     return G <= 8 ? dec_tc_kernel_nt<T, 1>(hd) : dec_tc_kernel_nt<T, 2>(hd);
