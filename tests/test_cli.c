@@ -106,6 +106,7 @@ int main(void) {
         {"run -m %s -p hi -n 4,8", "bad value '4,8' for -n: expected an integer"},
         {"run -m %s -p hi -c 99999999999", "bad value '99999999999' for -c: out of range (at most 2147483647)"},
         {"run -m %s -p hi -n -99999999999", "bad value '-99999999999' for -n: out of range"},
+        {"run -m %s -p hi -n -7", "bad value -7 for -n: expected -1 or -2"},
         {"run -m %s -p hi -c 100000000",
          "context size 100000000 / batch 512 / sequences 1 out of range (at most 16777216 / 1048576 / 4096)"},
         {"bench -m %s -p 0 -n 0 -r 1", "nothing to measure"},

@@ -208,6 +208,12 @@ int rf_args_parse(rf_args *a, const char *cmd, const char *allowed, int argc, ch
         rf_fail("bad value %d for -b: expected 0 (the default, 512) or more", a->n_batch);
         return -1;
     }
+    /* -1 and -2 as llama.cpp spells them (no limit: generation stops at its end or the context's) */
+    if (a->n_predict < -2) {
+        rf_fail("bad value %d for -n: expected -1 or -2 (until the end of generation or of the context), 0 or more",
+                a->n_predict);
+        return -1;
+    }
     /* sampling: values whose arithmetic has no meaning (an infinite temperature or penalty, a
      * probability outside [0, 1], a penalty factor <= 0) */
     const struct {
