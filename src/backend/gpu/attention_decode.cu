@@ -698,8 +698,9 @@ extern "C" int rf_gpu_attn_decode_rope_ok(const rf_gpu_attn_args *a, const rf_ro
      * KV head (and the fused combine), f16 caches with up to DM_RK_MAX_G; q 16-byte aligned. GQA
      * groups with a q8_0 or q4_0 cache keep the plain tensor-core kernel and rope's own launch:
      * the instance was level at 2k and 32k positions and 2% slower at 8k, while f16 gained 1-2% at
-     * 8k and 32k and ~2.5% at 2k (1B file, H200; docs/PERF.md, fifty-first session); again after
-     * the fifty-second session's shorter loop: q8_0 -3.2% / -1.3% at 8k / 32k (fifty-third). */
+     * 8k and 32k and ~2.5% at 2k (1B file, H200; docs/PERF.md, fifty-first session), and the 8B
+     * shape's head_dim 128 +2.0% / +1.9% / +2.8% at 2k / 8k / 32k (fifty-fourth); again after the
+     * fifty-second session's shorter loop: q8_0 -3.2% / -1.3% at 8k / 32k (fifty-third). */
     if (a->tc && (a->kv_type == RF_TYPE_F32 || !dec_tc_capable(a->n_head, a->n_kv_head, hd, a->kv_type) ||
                   (a->n_head != a->n_kv_head && a->kv_type != RF_TYPE_F16) ||
                   a->n_head / a->n_kv_head > DM_RK_MAX_G || (uintptr_t)a->q % 16 ||
