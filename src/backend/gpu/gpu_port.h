@@ -5,6 +5,7 @@
  * -DRF_HAVE_HIP). Kernels are written once against the names below:
  *
  *   device side  RF_SHFL_XOR(v, mask)  butterfly shuffle over the whole warp / wavefront
+ *                RF_SHFL_IN(v, src, w) v of lane src of each segment of w lanes (every lane calls)
  *                warpSize              lanes per warp (32 on NVIDIA, 32 or 64 on AMD): never
  *                                      hard-code it; blocks are multiples of it
  *                rf_h2f(u16)           exact IEEE half -> float
@@ -75,6 +76,12 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphDestroy hipGraphDestroy
+#define gpuMemset hipMemset
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuGetDevice hipGetDevice
+#define gpuStreamIsCapturing hipStreamIsCapturing
+#define gpuStreamCaptureStatus hipStreamCaptureStatus
+#define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
 #define gpuFuncSetMaxDynSmem(fn, bytes) \
     hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
 #define RF_GPU_API_NAME "hip"
@@ -127,6 +134,12 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphDestroy cudaGraphDestroy
+#define gpuMemset cudaMemset
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuGetDevice cudaGetDevice
+#define gpuStreamIsCapturing cudaStreamIsCapturing
+#define gpuStreamCaptureStatus cudaStreamCaptureStatus
+#define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define gpuFuncSetMaxDynSmem(fn, bytes) \
     cudaFuncSetAttribute((const void *)(fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
 #define RF_GPU_API_NAME "cuda"
@@ -139,8 +152,10 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 
 #if RF_GPU_HIP
 #define RF_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#define RF_SHFL_IN(v, src, width) __shfl((v), (src), (width))
 #else
 #define RF_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define RF_SHFL_IN(v, src, width) __shfl_sync(0xffffffffu, (v), (src), (width))
 #endif
 
 #define RF_MUL(a, b) __fmul_rn((a), (b))

@@ -1,6 +1,6 @@
 /* matmul.cu: y = x * W^T on the GPU for every supported GGUF weight type (matmul_gpu.h has the
  * API contract). One source for CUDA (nvcc) and HIP (hipcc, AMD): the few runtime differences
- * are behind the mm* macros below; device code never assumes a warp size (warpSize is 32 on
+ * are behind gpu_port.h's names; device code never assumes a warp size (warpSize is 32 on
  * NVIDIA, 32 or 64 on AMD).
  *
  * Structure
@@ -23,68 +23,10 @@
  *  - GEMM for large n: CUDA with cuBLAS (dlopen'ed; weight decoded to f16 slabs, x to f16,
  *    f32 accumulation); otherwise k_gemm_tiled (f32, decodes weight tiles into shared memory).
  */
-#if defined(__HIP__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
-#define MM_HIP 1
-#include <hip/hip_fp16.h>
-#include <hip/hip_runtime.h>
-typedef hipStream_t mmStream_t;
-typedef hipEvent_t mmEvent_t;
-typedef hipError_t mmError_t;
-#define mmSuccess hipSuccess
-#define mmGetErrorString hipGetErrorString
-#define mmGetLastError hipGetLastError
-#define mmMalloc hipMalloc
-#define mmFree hipFree
-#define mmMemcpy hipMemcpy
-#define mmMemcpyHostToDevice hipMemcpyHostToDevice
-#define mmMemcpyDeviceToHost hipMemcpyDeviceToHost
-#define mmMemset hipMemset
-#define mmStreamSynchronize hipStreamSynchronize
-#define mmDeviceSynchronize hipDeviceSynchronize
-#define mmGetDeviceCount hipGetDeviceCount
-#define mmGetDevice hipGetDevice
-#define mmEventCreate hipEventCreate
-#define mmEventDestroy hipEventDestroy
-#define mmEventRecord hipEventRecord
-#define mmEventSynchronize hipEventSynchronize
-#define mmEventElapsedTime hipEventElapsedTime
-#define mmStreamIsCapturing hipStreamIsCapturing
-#define mmStreamCaptureStatus hipStreamCaptureStatus
-#define mmStreamCaptureStatusNone hipStreamCaptureStatusNone
-#define MM_SHFL_XOR(v, off) __shfl_xor((v), (off))
-#define MM_SHFL_IN(v, src, width) __shfl((v), (src), (width))
-#else
+#include "gpu_port.h"
+#if RF_GPU_CUDA
 #include <cublas_v2.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <dlfcn.h>
-typedef cudaStream_t mmStream_t;
-typedef cudaEvent_t mmEvent_t;
-typedef cudaError_t mmError_t;
-#define mmSuccess cudaSuccess
-#define mmGetErrorString cudaGetErrorString
-#define mmGetLastError cudaGetLastError
-#define mmMalloc cudaMalloc
-#define mmFree cudaFree
-#define mmMemcpy cudaMemcpy
-#define mmMemcpyHostToDevice cudaMemcpyHostToDevice
-#define mmMemcpyDeviceToHost cudaMemcpyDeviceToHost
-#define mmMemset cudaMemset
-#define mmStreamSynchronize cudaStreamSynchronize
-#define mmDeviceSynchronize cudaDeviceSynchronize
-#define mmGetDeviceCount cudaGetDeviceCount
-#define mmGetDevice cudaGetDevice
-#define mmEventCreate cudaEventCreate
-#define mmEventDestroy cudaEventDestroy
-#define mmEventRecord cudaEventRecord
-#define mmEventSynchronize cudaEventSynchronize
-#define mmEventElapsedTime cudaEventElapsedTime
-#define mmStreamIsCapturing cudaStreamIsCapturing
-#define mmStreamCaptureStatus cudaStreamCaptureStatus
-#define mmStreamCaptureStatusNone cudaStreamCaptureStatusNone
-#define MM_SHFL_XOR(v, off) __shfl_xor_sync(0xffffffffu, (v), (off))
-/* v of lane src of each segment of width lanes (every lane of the warp calls it) */
-#define MM_SHFL_IN(v, src, width) __shfl_sync(0xffffffffu, (v), (src), (width))
 #endif
 
 #include <stdint.h>
@@ -115,7 +57,7 @@ extern "C" {
 
 #define MV_THREADS 128
 #define MV_MAX_COLS 8
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
 #define MV_LAUNCH_BOUNDS(NC) __launch_bounds__(MV_THREADS)
 #else
 /* few columns: ask for >= 8 resident blocks (32 warps) per multiprocessor (<= 64 registers) */
@@ -208,7 +150,7 @@ MM_UNROLL
     }
 MM_UNROLL
     for (int c = 0; c < NC; c++)
-        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
+        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += RF_SHFL_XOR(acc[c], off);
     if (lane == 0 && valid) {
         const float bv = bias ? bias[row] : 0.0f;
 MM_UNROLL
@@ -290,7 +232,7 @@ __global__ void __launch_bounds__(MV_THREADS)
     const uint8_t *wr[R];
 MM_UNROLL
     for (int r = 0; r < R; r++) wr[r] = job.w + (o0 + r < job.n_out ? o0 + r : job.n_out - 1) * row_bytes;
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     /* pf: ask L2 for the warp's whole rows now: the DRAM reads overlap the x staging below and
      * are all in flight at once (H200: 10-20 % faster for weights <= 16 MB, up to 15 % slower
      * for larger ones, so the host enables it for small weights only). */
@@ -317,7 +259,7 @@ MM_UNROLL
     if (norm_w) {
 MM_UNROLL
         for (int c = 0; c < NC; c++) {
-            for (int off = ws / 2; off > 0; off >>= 1) ss[c] += MM_SHFL_XOR(ss[c], off);
+            for (int off = ws / 2; off > 0; off >>= 1) ss[c] += RF_SHFL_XOR(ss[c], off);
             if (lane == 0) red[c][warp] = ss[c];
         }
         __syncthreads();
@@ -431,7 +373,7 @@ MM_UNROLL
     for (int r = 0; r < R; r++)
 MM_UNROLL
         for (int c = 0; c < NC; c++)
-            for (int off = ws / 2; off > 0; off >>= 1) acc[r][c] += MM_SHFL_XOR(acc[r][c], off);
+            for (int off = ws / 2; off > 0; off >>= 1) acc[r][c] += RF_SHFL_XOR(acc[r][c], off);
     if (lane == 0) {
 MM_UNROLL
         for (int r = 0; r < R; r++) {
@@ -496,7 +438,7 @@ __device__ __forceinline__ float mm_norm_scale(const float *__restrict__ x, int6
         const float4 v = *(const float4 *)(x + 4 * i);
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-    for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+    for (int off = ws / 2; off > 0; off >>= 1) ss += RF_SHFL_XOR(ss, off);
     if (tid % ws == 0) red[tid / ws] = ss;
     __syncthreads();
     float t = 0.0f;
@@ -557,11 +499,11 @@ MM_UNROLL
             amax = fmaxf(amax, a);
         }
         bad |= pbad;
-        amax = fmaxf(amax, MM_SHFL_XOR(amax, 1));
-        amax = fmaxf(amax, MM_SHFL_XOR(amax, 2));
+        amax = fmaxf(amax, RF_SHFL_XOR(amax, 1));
+        amax = fmaxf(amax, RF_SHFL_XOR(amax, 2));
         if (MARK) {
-            pbad |= MM_SHFL_XOR(pbad, 1);
-            pbad |= MM_SHFL_XOR(pbad, 2);
+            pbad |= RF_SHFL_XOR(pbad, 1);
+            pbad |= RF_SHFL_XOR(pbad, 2);
         }
         const float d = MARK && pbad ? NAN : amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
         uint32_t pk[2] = {0u, 0u};
@@ -573,8 +515,8 @@ MM_UNROLL
             sq += q;
             pk[i >> 2] |= ((uint32_t)q & 0xffu) << (8 * (i & 3));
         }
-        sq += MM_SHFL_XOR(sq, 1);
-        sq += MM_SHFL_XOR(sq, 2);
+        sq += RF_SHFL_XOR(sq, 1);
+        sq += RF_SHFL_XOR(sq, 2);
         if (act) {
             *(uint2 *)(SW ? mm_xswz(xq + 8 * p) : xq + 8 * p) = make_uint2(pk[0], pk[1]);
             if ((p & 3) == 0) xd[p / 4] = make_float2(d, d * (float)sq);
@@ -593,7 +535,7 @@ __global__ void __launch_bounds__(QX_THREADS)
     k_qx(const float *__restrict__ x, int64_t n_in, const float *__restrict__ norm_w, float eps, int8_t *__restrict__ xq,
          float2 *__restrict__ xd, float2 *__restrict__ rinfo) {
     __shared__ float red[QX_THREADS];
-    mm_grid_dep_launch(); /* the matvec may start its weight loads; it waits for our completion */
+    rf_grid_dep_launch(); /* the matvec may start its weight loads; it waits for our completion */
     const int c = (int)blockIdx.x;
     const float *xr = x + (int64_t)c * n_in;
     const float scale = mm_norm_scale(xr, n_in, norm_w, eps, red);
@@ -622,8 +564,8 @@ __global__ void __launch_bounds__(SWQ_THREADS)
     k_swiglu_q(const float *gate, const float *up, int64_t n_in, float *out, int8_t *__restrict__ xq,
                float2 *__restrict__ xd) {
     RF_STAMPS_BEGIN;
-    mm_grid_dep_launch();
-    mm_grid_dep_wait(); /* gate and up come from the previous kernel */
+    rf_grid_dep_launch();
+    rf_grid_dep_wait(); /* gate and up come from the previous kernel */
     RF_STAMP(1);
     RF_STAMP(2); /* no staging */
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -670,7 +612,7 @@ MM_UNROLL
         const int k = k0 + u * ws;
         if (k < nunits) V::load(wr + (int64_t)(k / V::UPB) * V::BB, k % V::UPB, raw[u]);
     }
-    mm_grid_dep_wait();
+    rf_grid_dep_wait();
     float acc[NC];
 MM_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = 0.0f;
@@ -718,7 +660,7 @@ MM_UNROLL
     }
 MM_UNROLL
     for (int c = 0; c < NC; c++)
-        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += MM_SHFL_XOR(acc[c], off);
+        for (int off = ws / 2; off > 0; off >>= 1) acc[c] += RF_SHFL_XOR(acc[c], off);
     if (lane == 0) {
         const float bv = job.bias ? job.bias[o] : 0.0f;
 MM_UNROLL
@@ -831,7 +773,7 @@ MM_UNROLL
     }
 }
 
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 /* k_dequant_f16: out[r][e] = (half)W[r][e] for r < rows, e < n_in = nchunks * E (f16 rounding
  * to nearest; |w| > 65504 becomes inf, NaN stays NaN). One thread per chunk; out rows
  * contiguous (n_in halves). Alignment: W to D::A; out to 16 bytes when E % 8 == 0 (then
@@ -878,7 +820,7 @@ __global__ void k_fill_bias(float *__restrict__ y, const float *__restrict__ bia
 
 /* ---- cuBLAS, loaded at run time --------------------------------------------------------- */
 
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 typedef cublasStatus_t (*pf_cublasCreate)(cublasHandle_t *);
 typedef cublasStatus_t (*pf_cublasDestroy)(cublasHandle_t);
 typedef cublasStatus_t (*pf_cublasSetStream)(cublasHandle_t, cudaStream_t);
@@ -925,7 +867,7 @@ static int mm_cublas_load(mm_cublas_api *api) {
 #define QX_BYTES (QX_RI_OFF + (size_t)QX_MAX_N * 8)
 
 struct rf_gpu_matmul_ctx {
-    mmStream_t stream;
+    gpuStream_t stream;
     int warp_size;
     int force_tiled;
     int legacy_mv; /* RF_MM_LEGACY_MV=1: the tiled-x matvec (k_matvec) for every n (benchmarks) */
@@ -956,7 +898,7 @@ struct rf_gpu_matmul_ctx {
     } occ[48]; /* resident blocks per SM of k_mvp instantiations, by dynamic shared memory */
     int n_occ;
     void *qbuf;  /* int8 x scratch: xq[QX_MAX_N][QX_MAX_IN], xd[QX_MAX_N][QX_MAX_IN / 32], rinfo[QX_MAX_N] */
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     mm_cublas_api cublas;
     cublasHandle_t handle; /* NULL when cuBLAS is unavailable */
     void *wscr;            /* f16 weight slab scratch */
@@ -983,17 +925,17 @@ static const char *mm_type_name(uint32_t type) {
     return rf_type_name(type);
 }
 
-static int mm_check(mmError_t e, const char *what) {
-    if (e == mmSuccess) return 0;
-    rf_set_error("gpu matmul: %s: %s", what, mmGetErrorString(e));
+static int mm_check(gpuError_t e, const char *what) {
+    if (e == gpuSuccess) return 0;
+    rf_set_error("gpu matmul: %s: %s", what, gpuGetErrorString(e));
     return -1;
 }
 
 extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     int dev = 0;
-    if (mm_check(mmGetDevice(&dev), "get device")) return NULL;
+    if (mm_check(gpuGetDevice(&dev), "get device")) return NULL;
     int ws = 0;
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
     if (mm_check(hipDeviceGetAttribute(&ws, hipDeviceAttributeWarpSize, dev), "warp size")) return NULL;
 #else
     if (mm_check(cudaDeviceGetAttribute(&ws, cudaDevAttrWarpSize, dev), "warp size")) return NULL;
@@ -1007,13 +949,13 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
         rf_set_error("gpu matmul: out of host memory");
         return NULL;
     }
-    ctx->stream = (mmStream_t)stream;
+    ctx->stream = (gpuStream_t)stream;
     ctx->warp_size = ws;
     ctx->legacy_mv = getenv("RF_MM_LEGACY_MV") && atoi(getenv("RF_MM_LEGACY_MV")) != 0;
     ctx->deep_few = !(getenv("RF_MM_DEEP_FEW") && atoi(getenv("RF_MM_DEEP_FEW")) == 0);
     ctx->f32_mv = getenv("RF_MM_F32_MV") && atoi(getenv("RF_MM_F32_MV")) != 0;
     ctx->q_max_n = getenv("RF_MM_I8_N2") && atoi(getenv("RF_MM_I8_N2")) != 0 ? 2 : 1;
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
     ctx->pdl = 0;
 #else
     ctx->pdl = !(getenv("RF_MM_PDL") && atoi(getenv("RF_MM_PDL")) == 0);
@@ -1024,39 +966,39 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
     ctx->xq_on = !(getenv("RF_MM_XQ") && atoi(getenv("RF_MM_XQ")) == 0);
     ctx->pair_on = !(getenv("RF_MM_SWIGLU_FUSE") && atoi(getenv("RF_MM_SWIGLU_FUSE")) == 0);
     ctx->mix_on = !(getenv("RF_MM_MIX") && atoi(getenv("RF_MM_MIX")) == 0);
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     {
         int major = 0;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             major = 0;
         ctx->tma = major >= 9 && !(getenv("RF_MM_TMA") && atoi(getenv("RF_MM_TMA")) == 0);
-        (void)mmGetLastError();
+        (void)gpuGetLastError();
     }
 #endif
     /* int8 x scratch (small; without it the int8 path is off) */
-    if (mmMalloc(&ctx->qbuf, QX_BYTES) != mmSuccess) ctx->qbuf = NULL;
-#ifdef MM_HIP
+    if (gpuMalloc(&ctx->qbuf, QX_BYTES) != gpuSuccess) ctx->qbuf = NULL;
+#ifdef RF_GPU_HIP
     if (hipDeviceGetAttribute(&ctx->n_sm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess) ctx->n_sm = 64;
 #else
     if (cudaDeviceGetAttribute(&ctx->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) ctx->n_sm = 64;
 #endif
-    (void)mmGetLastError();
-#ifndef MM_HIP
+    (void)gpuGetLastError();
+#ifndef RF_GPU_HIP
     if (!getenv("RF_NO_CUBLAS") && mm_cublas_load(&ctx->cublas) == 0) {
         if (ctx->cublas.create(&ctx->handle) != CUBLAS_STATUS_SUCCESS) {
             ctx->handle = NULL;
         } else if (ctx->cublas.set_stream(ctx->handle, ctx->stream) != CUBLAS_STATUS_SUCCESS) {
             ctx->cublas.destroy(ctx->handle);
             ctx->handle = NULL;
-        } else if (ctx->cublas.set_workspace && mmMalloc(&ctx->cbws, MM_CUBLAS_WS) == mmSuccess) {
+        } else if (ctx->cublas.set_workspace && gpuMalloc(&ctx->cbws, MM_CUBLAS_WS) == gpuSuccess) {
             /* after set_stream (which resets the workspace) */
             if (ctx->cublas.set_workspace(ctx->handle, ctx->cbws, MM_CUBLAS_WS) != CUBLAS_STATUS_SUCCESS) {
-                (void)mmFree(ctx->cbws);
+                (void)gpuFree(ctx->cbws);
                 ctx->cbws = NULL;
             }
         }
-        (void)mmGetLastError();
+        (void)gpuGetLastError();
     }
 #endif
     return ctx;
@@ -1065,15 +1007,15 @@ extern "C" rf_gpu_matmul_ctx *rf_gpu_matmul_init(void *stream) {
 extern "C" void rf_gpu_matmul_free(rf_gpu_matmul_ctx *ctx) {
     if (!ctx) return;
     if (ctx->qbuf) {
-        (void)mmStreamSynchronize(ctx->stream);
-        (void)mmFree(ctx->qbuf);
+        (void)gpuStreamSynchronize(ctx->stream);
+        (void)gpuFree(ctx->qbuf);
     }
-#ifndef MM_HIP
-    if (ctx->wscr || ctx->xscr || ctx->cbws) (void)mmStreamSynchronize(ctx->stream);
-    if (ctx->wscr) (void)mmFree(ctx->wscr);
-    if (ctx->xscr) (void)mmFree(ctx->xscr);
+#ifndef RF_GPU_HIP
+    if (ctx->wscr || ctx->xscr || ctx->cbws) (void)gpuStreamSynchronize(ctx->stream);
+    if (ctx->wscr) (void)gpuFree(ctx->wscr);
+    if (ctx->xscr) (void)gpuFree(ctx->xscr);
     if (ctx->handle) ctx->cublas.destroy(ctx->handle);
-    if (ctx->cbws) (void)mmFree(ctx->cbws);
+    if (ctx->cbws) (void)gpuFree(ctx->cbws);
     /* the library stays loaded: other contexts may use it */
 #endif
     free(ctx);
@@ -1091,23 +1033,23 @@ static void launch_matvec(rf_gpu_matmul_ctx *ctx, const uint8_t *w, int64_t row_
                                                                                  bias, y, accum);
 }
 
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 /* Ensures *buf holds `bytes`; grows only outside graph capture. */
 static int mm_scratch(rf_gpu_matmul_ctx *ctx, void **buf, size_t *have, size_t bytes) {
     if (*have >= bytes) return 0;
-    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
-    if (mm_check(mmStreamIsCapturing(ctx->stream, &st), "capture query")) return -1;
-    if (st != mmStreamCaptureStatusNone) {
+    gpuStreamCaptureStatus st = gpuStreamCaptureStatusNone;
+    if (mm_check(gpuStreamIsCapturing(ctx->stream, &st), "capture query")) return -1;
+    if (st != gpuStreamCaptureStatusNone) {
         rf_set_error("gpu matmul: GEMM scratch must grow to %zu bytes during graph capture", bytes);
         return -1;
     }
     if (*buf) {
-        if (mm_check(mmStreamSynchronize(ctx->stream), "sync before scratch growth")) return -1;
-        (void)mmFree(*buf);
+        if (mm_check(gpuStreamSynchronize(ctx->stream), "sync before scratch growth")) return -1;
+        (void)gpuFree(*buf);
         *buf = NULL;
         *have = 0;
     }
-    if (mm_check(mmMalloc(buf, bytes), "scratch allocation")) {
+    if (mm_check(gpuMalloc(buf, bytes), "scratch allocation")) {
         *buf = NULL;
         return -1;
     }
@@ -1173,14 +1115,14 @@ static int gemm_cublas(rf_gpu_matmul_ctx *ctx, uint32_t type, const uint8_t *w, 
 #define MV_SMEM_MAX (46 * 1024)
 
 /* ---- programmatic dependent launches (CUDA) --------------------------------------------------- */
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 /* Whether the next launch on the context's stream may be a programmatic dependent launch: RF_MM_PDL
  * on, and inside graph capture only when in_graphs. */
 static int mm_pdl_now(rf_gpu_matmul_ctx *ctx, int in_graphs) {
-    mmStreamCaptureStatus st = mmStreamCaptureStatusNone;
-    const int ok = ctx->pdl && mmStreamIsCapturing(ctx->stream, &st) == mmSuccess &&
-                   (st == mmStreamCaptureStatusNone || in_graphs);
-    (void)mmGetLastError();
+    gpuStreamCaptureStatus st = gpuStreamCaptureStatusNone;
+    const int ok = ctx->pdl && gpuStreamIsCapturing(ctx->stream, &st) == gpuSuccess &&
+                   (st == gpuStreamCaptureStatusNone || in_graphs);
+    (void)gpuGetLastError();
     return ok;
 }
 /* *cfg: a launch of grid x block (smem bytes of dynamic shared memory) on the context's stream as
@@ -1209,7 +1151,7 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, int threads, si
     for (int i = 0; i < ctx->n_occ; i++)
         if (ctx->occ[i].fn == fn && ctx->occ[i].smem == smem) return ctx->occ[i].blocks;
     int nb = 0;
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
     if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, threads, smem) != hipSuccess) nb = 0;
 #else
     /* above the default 48 KB only after opting in (once per kernel: the device's whole limit) */
@@ -1219,7 +1161,7 @@ static int mvp_occupancy(rf_gpu_matmul_ctx *ctx, const void *fn, int threads, si
     else if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, fn, threads, smem) != cudaSuccess)
         nb = 0;
 #endif
-    (void)mmGetLastError();
+    (void)gpuGetLastError();
     if (nb == 0) nb = 1;
     if (ctx->n_occ < (int)(sizeof ctx->occ / sizeof ctx->occ[0])) {
         ctx->occ[ctx->n_occ].fn = fn;
@@ -1252,7 +1194,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     MvpKernel fn = k_mvp<F, UN>;
     int mvt = 0;
     if (ctx->pair) fn = MvpPairKernel<F, UN>::get();
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if constexpr (MvtTune<F>::ON) {
         typedef MvtTune<F> T;
         static_assert(F::BB % 16 == 0 && F::A % 16 == 0, "k_mvt copies whole 16-byte aligned blocks");
@@ -1274,7 +1216,7 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     ctx->last_wave = max_warps, ctx->last_rpw = rpw, ctx->last_mvt = mvt;
     const int64_t warps = (rows + rpw - 1) / rpw;
     const dim3 grid((unsigned)((warps + wpb - 1) / wpb)), block(threads);
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (mm_pdl_now(ctx, ctx->pdl_graph)) {
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at;
@@ -1284,9 +1226,9 @@ static int mvp_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
             "matvec launch (programmatic)");
     }
 #endif
-    (void)mmGetLastError();
+    (void)gpuGetLastError();
     fn<<<grid, block, smem, ctx->stream>>>(jobs, rows, rpw, row_bytes, n_in, x, norm_w, eps, accum, xq, xd);
-    return mm_check(mmGetLastError(), "matvec launch");
+    return mm_check(gpuGetLastError(), "matvec launch");
 }
 
 /* 1 when these outputs should take k_mvp<F, 2 * UN> rather than k_mvp<F, UN>: one resident wave
@@ -1373,7 +1315,7 @@ static int mv_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *outs, int nouts, 
         k_mv<D, 1, 2><<<grid, block, smem, ctx->stream>>>(jobs, row_bytes, n_in, x, n, norm_w, eps, accum, pf);
     else
         k_mv<D, 1, 1><<<grid, block, smem, ctx->stream>>>(jobs, row_bytes, n_in, x, n, norm_w, eps, accum, pf);
-    return mm_check(mmGetLastError(), "matvec launch") ? -1 : 1;
+    return mm_check(gpuGetLastError(), "matvec launch") ? -1 : 1;
 }
 
 /* mv_try for a group of outputs of one type: picks the decoder as run_plain does. */
@@ -1441,7 +1383,7 @@ static int mvq_quantize(rf_gpu_matmul_ctx *ctx, int64_t n_in, const float *x, in
     float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
     float2 *ri = (float2 *)((uint8_t *)ctx->qbuf + QX_RI_OFF);
     k_qx<<<dim3((unsigned)n), dim3(QX_THREADS), 0, ctx->stream>>>(x, n_in, norm_w, eps, xq, xd, ri);
-    return mm_check(mmGetLastError(), "x quantize launch");
+    return mm_check(gpuGetLastError(), "x quantize launch");
 }
 
 template <class V, int NC, int UN>
@@ -1452,7 +1394,7 @@ static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
     const float2 *ri = (const float2 *)((const uint8_t *)ctx->qbuf + QX_RI_OFF);
     const int wpb = MV_THREADS / ctx->warp_size;
     const dim3 grid((unsigned)((rows + wpb - 1) / wpb)), block(MV_THREADS);
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (mm_pdl_now(ctx, 0)) {
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at;
@@ -1460,13 +1402,13 @@ static int mvq_launch(rf_gpu_matmul_ctx *ctx, const MvJobs &jobs, int64_t rows, 
         if (cudaLaunchKernelEx(&cfg, k_mvq<V, NC, UN>, jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum) ==
             cudaSuccess)
             return 0;
-        (void)mmGetLastError();
+        (void)gpuGetLastError();
         ctx->pdl = 0; /* not supported here: plain launches from now on */
     }
 #endif
-    (void)mmGetLastError();
+    (void)gpuGetLastError();
     k_mvq<V, NC, UN><<<grid, block, 0, ctx->stream>>>(jobs, row_bytes, n_in, xq, xd, ri, x, norm_w, n, accum);
-    return mm_check(mmGetLastError(), "int8 matvec launch");
+    return mm_check(gpuGetLastError(), "int8 matvec launch");
 }
 
 /* The unit k_mvp runs for a k_mvq unit format V: V itself, or a variant that loads less per lane
@@ -1565,7 +1507,7 @@ static int mvp2_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *a, int na, cons
     const dim3 grid((unsigned)(blocks_a + blocks_b)), block(MVP_THREADS);
     const unsigned nb_a = (unsigned)blocks_a;
     ctx->n_mix++;
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (mm_pdl_now(ctx, ctx->pdl_graph)) {
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at;
@@ -1577,10 +1519,10 @@ static int mvp2_try(rf_gpu_matmul_ctx *ctx, const rf_gpu_mm_out *a, int na, cons
                    : 1;
     }
 #endif
-    (void)mmGetLastError();
+    (void)gpuGetLastError();
     fn<<<grid, block, smem, ctx->stream>>>(ja, rows_a, rpw_a, rb_a, nb_a, jb, rows_b, rpw_b, rb_b, n_in, x, norm_w, eps,
                                            accum, xq, xd);
-    return mm_check(mmGetLastError(), "two-format matvec launch") ? -1 : 1;
+    return mm_check(gpuGetLastError(), "two-format matvec launch") ? -1 : 1;
 }
 
 /* One launch for a decode call whose outputs are of exactly two formats that k_mvp2 pairs: Q6_K
@@ -1661,16 +1603,16 @@ static int run_typed(rf_gpu_matmul_ctx *ctx, uint32_t type, const void *wv, int6
                 launch_matvec<D, 8>(ctx, w, row_bytes, n_out, nchunks, n_in, xc, nc, xv, bias, yc, accum);
         }
     } else {
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
         if (ctx->handle && !ctx->force_tiled) {
             if (gemm_cublas<D>(ctx, type, w, row_bytes, n_out, nchunks, n_in, x, n, bias, y, accum)) return -1;
-            return mm_check(mmGetLastError(), "kernel launch");
+            return mm_check(gpuGetLastError(), "kernel launch");
         }
 #endif
         const dim3 grid((unsigned)((n_out + GT_BN - 1) / GT_BN), (unsigned)((n + GT_BM - 1) / GT_BM));
         k_gemm_tiled<D><<<grid, dim3(GT_THREADS), 0, ctx->stream>>>(w, row_bytes, n_out, nchunks, n_in, x, n, bias, y, accum);
     }
-    return mm_check(mmGetLastError(), "kernel launch");
+    return mm_check(gpuGetLastError(), "kernel launch");
 }
 
 /* Plain types use a 16-byte vector decoder when the row length and the pointer allow it. */
@@ -1747,7 +1689,7 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     const unsigned grid = (unsigned)((n_in + SWQ_THREADS - 1) / SWQ_THREADS);
     int8_t *xq = (int8_t *)ctx->qbuf;
     float2 *xd = (float2 *)((uint8_t *)ctx->qbuf + QX_XD_OFF);
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (mm_pdl_now(ctx, ctx->pdl_graph)) {
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at;
@@ -1757,9 +1699,9 @@ extern "C" int rf_gpu_mm_swiglu(rf_gpu_matmul_ctx *ctx, const float *gate, const
     } else
 #endif
     {
-        (void)mmGetLastError();
+        (void)gpuGetLastError();
         k_swiglu_q<<<grid, SWQ_THREADS, 0, ctx->stream>>>(gate, up, n_in, out, xq, xd);
-        if (mm_check(mmGetLastError(), "swiglu launch")) return -1;
+        if (mm_check(gpuGetLastError(), "swiglu launch")) return -1;
     }
     ctx->xq_x = out;
     ctx->xq_n = n_in;
@@ -1853,7 +1795,7 @@ static int mm_ex(rf_gpu_matmul_ctx *ctx, int n_outs, const rf_gpu_mm_out *outs, 
     if (norm_w) {
         const int threads = 256;
         k_rmsnorm<<<dim3((unsigned)n), dim3(threads), 0, ctx->stream>>>(x, norm_w, eps, n_in, scratch);
-        if (mm_check(mmGetLastError(), "rmsnorm launch")) return -1;
+        if (mm_check(gpuGetLastError(), "rmsnorm launch")) return -1;
         xin = scratch;
     }
     for (int i = 0; i < n_outs; i++) {
@@ -1994,7 +1936,7 @@ extern "C" int rf_gpu_mm_repack(rf_gpu_matmul_ctx *ctx, uint32_t type, const voi
         default: repack_launch<SGroupIQ4_XS>(ctx, dst, n_out, n_in); break;
         }
     }
-    if (mm_check(mmGetLastError(), "repack launch")) return -1;
+    if (mm_check(gpuGetLastError(), "repack launch")) return -1;
     *out_type = xt;
     return 0;
 }
@@ -2120,7 +2062,7 @@ extern "C" int rf_gpu_mm_host_qdot(uint32_t type, const void *row_v, int64_t n_i
 }
 
 extern "C" int rf_gpu_mm_host_iq4_dot(int sign, uint32_t c, int32_t xl, int32_t xh) {
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (sign) return mm_iq4_dot_word_sign(c, xl, xh, 0);
 #else
     (void)sign; /* no sign mode on HIP: its lookup either way */
@@ -2132,8 +2074,8 @@ extern "C" int rf_gpu_mm_host_iq4_dot(int sign, uint32_t c, int32_t xl, int32_t 
 
 extern "C" int rf_gpu_mm_device_count(void) {
     int n = 0;
-    if (mmGetDeviceCount(&n) != mmSuccess) {
-        (void)mmGetLastError();
+    if (gpuGetDeviceCount(&n) != gpuSuccess) {
+        (void)gpuGetLastError();
         return 0;
     }
     return n;
@@ -2141,27 +2083,27 @@ extern "C" int rf_gpu_mm_device_count(void) {
 
 extern "C" void *rf_gpu_mm_alloc(size_t bytes) {
     void *p = NULL;
-    if (mm_check(mmMalloc(&p, bytes ? bytes : 1), "malloc")) return NULL;
+    if (mm_check(gpuMalloc(&p, bytes ? bytes : 1), "malloc")) return NULL;
     return p;
 }
 
 extern "C" void rf_gpu_mm_dfree(void *p) {
-    if (p) (void)mmFree(p);
+    if (p) (void)gpuFree(p);
 }
 
 extern "C" int rf_gpu_mm_upload(void *dst, const void *src, size_t bytes) {
-    return mm_check(mmMemcpy(dst, src, bytes, mmMemcpyHostToDevice), "upload");
+    return mm_check(gpuMemcpy(dst, src, bytes, gpuMemcpyHostToDevice), "upload");
 }
 
 extern "C" int rf_gpu_mm_download(void *dst, const void *src, size_t bytes) {
-    return mm_check(mmMemcpy(dst, src, bytes, mmMemcpyDeviceToHost), "download");
+    return mm_check(gpuMemcpy(dst, src, bytes, gpuMemcpyDeviceToHost), "download");
 }
 
-extern "C" int rf_gpu_mm_fill(void *dst, int byte, size_t bytes) { return mm_check(mmMemset(dst, byte, bytes), "memset"); }
+extern "C" int rf_gpu_mm_fill(void *dst, int byte, size_t bytes) { return mm_check(gpuMemset(dst, byte, bytes), "memset"); }
 
 extern "C" int rf_gpu_mm_sync(rf_gpu_matmul_ctx *ctx) {
-    if (mm_check(mmStreamSynchronize(ctx ? ctx->stream : (mmStream_t)0), "sync")) return -1;
-    return mm_check(mmGetLastError(), "async error");
+    if (mm_check(gpuStreamSynchronize(ctx ? ctx->stream : (gpuStream_t)0), "sync")) return -1;
+    return mm_check(gpuGetLastError(), "async error");
 }
 
 extern "C" void rf_gpu_mm_force_tiled(rf_gpu_matmul_ctx *ctx, int on) { ctx->force_tiled = on; }
@@ -2175,7 +2117,7 @@ extern "C" int64_t rf_gpu_mm_last_decode(rf_gpu_matmul_ctx *ctx, int64_t *rpw, i
 }
 
 extern "C" const char *rf_gpu_mm_gemm_path(rf_gpu_matmul_ctx *ctx) {
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     if (ctx->handle && !ctx->force_tiled) return "cublas";
 #else
     (void)ctx;
@@ -2195,33 +2137,33 @@ extern "C" double rf_gpu_mm_time(rf_gpu_matmul_ctx *ctx, uint32_t type, const vo
     for (int i = 0; i < n_w; i++)
         if (rf_gpu_matmul(ctx, type, ws[i], n_out, n_in, x, n, NULL, y)) return -1;
     if (rf_gpu_mm_sync(ctx)) return -1;
-    mmEvent_t e0, e1;
-    if (mm_check(mmEventCreate(&e0), "event") || mm_check(mmEventCreate(&e1), "event")) return -1;
+    gpuEvent_t e0, e1;
+    if (mm_check(gpuEventCreate(&e0), "event") || mm_check(gpuEventCreate(&e1), "event")) return -1;
     float *ts = (float *)malloc(sizeof(float) * (size_t)iters);
     double med = -1;
     for (int it = 0; it < iters; it++) {
-        (void)mmEventRecord(e0, ctx->stream);
+        (void)gpuEventRecord(e0, ctx->stream);
         for (int i = 0; i < n_w; i++)
             if (rf_gpu_matmul(ctx, type, ws[i], n_out, n_in, x, n, NULL, y)) goto out;
-        (void)mmEventRecord(e1, ctx->stream);
-        if (mm_check(mmEventSynchronize(e1), "event sync")) goto out;
-        (void)mmEventElapsedTime(&ts[it], e0, e1);
+        (void)gpuEventRecord(e1, ctx->stream);
+        if (mm_check(gpuEventSynchronize(e1), "event sync")) goto out;
+        (void)gpuEventElapsedTime(&ts[it], e0, e1);
         ts[it] /= (float)n_w;
     }
     qsort(ts, (size_t)iters, sizeof(float), cmp_float);
     med = ts[iters / 2];
 out:
     free(ts);
-    (void)mmEventDestroy(e0);
-    (void)mmEventDestroy(e1);
+    (void)gpuEventDestroy(e0);
+    (void)gpuEventDestroy(e1);
     return med;
 }
 
 extern "C" void rf_gpu_mm_device_name(char *buf, size_t len) {
     int dev = 0;
     snprintf(buf, len, "unknown");
-    if (mmGetDevice(&dev) != mmSuccess) return;
-#ifdef MM_HIP
+    if (gpuGetDevice(&dev) != gpuSuccess) return;
+#ifdef RF_GPU_HIP
     hipDeviceProp_t p;
     if (hipGetDeviceProperties(&p, dev) == hipSuccess) snprintf(buf, len, "%s (%s)", p.name, p.gcnArchName);
 #else

@@ -173,7 +173,7 @@ template <> struct MvpStageTune<MvpI8<VQ4_0X8> > {
 template <int UN> struct MvpPairBlocks {
     enum { N = UN > 4 ? 1 : 2 };
 };
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
 #define MVP_BOUNDS(F, UN, PAIR) __launch_bounds__(MvpThreads<F>::N)
 #else
 #define MVP_BOUNDS(F, UN, PAIR) \
@@ -347,7 +347,7 @@ __device__ __forceinline__ int mvp_stage_end(float ss, int bad, int64_t n_in, co
                                              float *red, float *scale) {
     const int ws = warpSize, tid = (int)threadIdx.x, nw = (int)blockDim.x / ws;
     if (norm_w) {
-        for (int off = ws / 2; off > 0; off >>= 1) ss += MM_SHFL_XOR(ss, off);
+        for (int off = ws / 2; off > 0; off >>= 1) ss += RF_SHFL_XOR(ss, off);
         if (tid % ws == 0) red[tid / ws] = ss;
     }
     bad = __syncthreads_or(bad);
@@ -441,7 +441,7 @@ __device__ __forceinline__ void mvp_rows_exact(const MvJobs &jobs, int64_t r0, i
                 a += wv[e] * (norm_w ? x[i] * scale * norm_w[i] : x[i]);
             }
         }
-        for (int off = ws / 2; off > 0; off >>= 1) a += MM_SHFL_XOR(a, off);
+        for (int off = ws / 2; off > 0; off >>= 1) a += RF_SHFL_XOR(a, off);
         if (lane == 0) {
             float *yp = jobs.j[j].y + o;
             const float v = a + (jobs.j[j].bias ? jobs.j[j].bias[o] : 0.0f);
@@ -507,7 +507,7 @@ MM_UNROLL
  * RF_BOUND_NOYREAD (timing only, as above): an accumulating row's store does not read y first. */
 #if defined(RF_BOUND_NOYREAD)
 #define MM_ROW_STORE(yp, v, accum) (*(yp) = (v))
-#elif defined(MM_HIP)
+#elif defined(RF_GPU_HIP)
 #define MM_ROW_STORE(yp, v, accum) (*(yp) = (accum) ? *(yp) + (v) : (v))
 #else
 #define MM_ROW_STORE(yp, v, accum) ((accum) ? (void)atomicAdd((yp), (v)) : (void)(*(yp) = (v)))
@@ -558,7 +558,7 @@ __device__ __forceinline__ void mvp_block(bool trig_late, unsigned blk0, const M
      * still waits for this grid to complete. Triggering before this block's own wait rather than
      * after it, here and in k_mvt: 7B Q4_0 decode +1.9%, 1B Q8_0 +2.3%, the other files level
      * (H200, docs/PERF.md, twenty-fifth session). trig_late: after the x staging instead (k_mvp2). */
-    if (!trig_late) mm_grid_dep_launch();
+    if (!trig_late) rf_grid_dep_launch();
     /* Row r0 + lane's output (MvpYLane); the bias is a weight, so it may be read before the wait. */
     float *yo = NULL;
     float bo = 0.0f;
@@ -567,12 +567,12 @@ __device__ __forceinline__ void mvp_block(bool trig_late, unsigned blk0, const M
         yo = J.y + (r0 + lane - J.row0);
         bo = J.bias ? J.bias[r0 + lane - J.row0] : 0.0f;
     }
-    mm_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
+    rf_grid_dep_wait(); /* x (and y when accumulating) come from the previous kernel */
     RF_STAMP(1);
     float scale, out_scale;
     const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);
     RF_STAMP(2);
-    if (trig_late) mm_grid_dep_launch();
+    if (trig_late) rf_grid_dep_launch();
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
         return;
@@ -605,7 +605,7 @@ MM_UNROLL
             if (k < nunits) acc += MM_UNIT_DOT(F, cur[u], k, xs, n_in);
         }
         if (s == nsteps - 1) {
-            for (int off = ws / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
+            for (int off = ws / 2; off > 0; off >>= 1) acc += RF_SHFL_XOR(acc, off);
             if (lane == 0 && PAIR) {
                 mvp_pair_emit(jobs, r, acc, out_scale, &g);
             } else if (MvpYLane<F>::ON && !PAIR && r - r0 < ws) {
@@ -648,7 +648,7 @@ __global__ void MVP_BOUNDS(F, UN, PAIR)
  * decode matvec instead: 7B Q4_K_M +1.8%, but 1B Q4_K_M -3.6%, 1B Q8_0 -9.4% (docs/PERF.md,
  * forty-eighth session). */
 #define MVP2_TRIG_LATE_IN 4096
-#ifdef MM_HIP
+#ifdef RF_GPU_HIP
 #define MVP2_BOUNDS __launch_bounds__(MVP_THREADS)
 #else
 #define MVP2_BOUNDS __launch_bounds__(MVP_THREADS, 2) /* the K-quants' two blocks per SM (<= 128 registers) */
@@ -669,7 +669,7 @@ __global__ void MVP2_BOUNDS k_mvp2(MvJobs ja, int64_t rows_a, int64_t rpw_a, int
 }
 
 /* ---- k_mvt: k_mvp with its weights streamed by bulk copies (CUDA sm_90+) ------------------- */
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 
 /* Which formats take k_mvt, with how many ring slots per warp (S) and resident blocks per SM the
  * registers are capped for (B). Measured against k_mvp on an H200 (2026-11-22, whole-model tg128,
@@ -852,7 +852,7 @@ __device__ __forceinline__ void mvt_row_store(const MvJobs &jobs, int *jb, int64
 /* The end of row r: the warp's sum of acc, lane 0's store. */
 __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &jobs, int *jb, int64_t r, float out_scale,
                                             int accum) {
-    for (int off = MVT_WS / 2; off > 0; off >>= 1) acc += MM_SHFL_XOR(acc, off);
+    for (int off = MVT_WS / 2; off > 0; off >>= 1) acc += RF_SHFL_XOR(acc, off);
     if (lane == 0) mvt_row_store(jobs, jb, r, acc, out_scale, accum);
 }
 
@@ -865,8 +865,8 @@ __device__ __forceinline__ void mvt_row_end(float acc, int lane, const MvJobs &j
 __device__ __forceinline__ void mvt_row_end2(float acc, float acc_b, int lane, const MvJobs &jobs, int *jb, int64_t r,
                                              float out_scale, int accum) {
     const int hi = lane & 16;
-    float v = (hi ? acc_b : acc) + MM_SHFL_XOR(hi ? acc : acc_b, 16);
-    for (int off = 8; off > 0; off >>= 1) v += MM_SHFL_XOR(v, off);
+    float v = (hi ? acc_b : acc) + RF_SHFL_XOR(hi ? acc : acc_b, 16);
+    for (int off = 8; off > 0; off >>= 1) v += RF_SHFL_XOR(v, off);
     if ((lane & 15) == 0) mvt_row_store(jobs, jb, r + (hi ? 1 : 0), v, out_scale, accum);
 }
 
@@ -916,8 +916,8 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
             mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, ring + (size_t)t * P * sb, bar + t);
     }
     __syncwarp();
-    mm_grid_dep_launch(); /* before the wait: see k_mvp */
-    mm_grid_dep_wait();   /* x (and y when accumulating) come from the previous kernel */
+    rf_grid_dep_launch(); /* before the wait: see k_mvp */
+    rf_grid_dep_wait();   /* x (and y when accumulating) come from the previous kernel */
     RF_STAMP(1);
     float scale, out_scale;
     const int bad = mvp_stage<F>(x, n_in, norm_w, eps, xq, xd, xs, red, &scale, &out_scale);

@@ -3,8 +3,8 @@
  * The GPU twins of core/quant.c's dequantizers: struct Dec<T> decodes one chunk of a weight row into
  * f32, bit-exact with quant.c (host and device: rf_gpu_mm_host_decode checks them without a GPU);
  * Qd<D> is the same decoder split into integer values and per-group scales for the f32 matvec
- * kernels. The device-only X8 layouts (rf_gpu_mm_repack) are decoded here too. Needs the mm* /
- * MM_* definitions at the top of matmul.cu. */
+ * kernels. The device-only X8 layouts (rf_gpu_mm_repack) are decoded here too. Needs gpu_port.h and
+ * the MM_* definitions at the top of matmul.cu. */
 
 /* ---- Scalar helpers --------------------------------------------------------------------- */
 
@@ -51,7 +51,7 @@ HD float mm_bf2f(uint16_t h) { return mm_bits2f((uint32_t)h << 16); }
  * gigabytes through a 50 MB L2, so on CUDA they are streaming loads (ld.global.cs: evict-first in
  * L1 and L2): they recycle their own lines instead of evicting what the step reuses (the K/V
  * cache, activations, norm gains, the kernels' code). Plain loads on the host and on HIP. */
-#if defined(MM_DEVICE_PASS) && !defined(MM_HIP)
+#if defined(MM_DEVICE_PASS) && !defined(RF_GPU_HIP)
 #define MM_LDW(T, p) (__isGlobal(p) ? __ldcs((const T *)(p)) : *(const T *)(p))
 #else
 #define MM_LDW(T, p) (*(const T *)(p))
@@ -112,7 +112,7 @@ HD uint32_t mm_byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 /* PTX prmt in its default mode with all four selector bits: bits 0-2 of a selector nibble pick a
  * byte of {y, x} as above, bit 3 replaces that byte by its sign (0x00 or 0xff). CUDA only:
  * __byte_perm keeps three bits, and HIP's v_perm_b32 has no sign mode. The host computes the same. */
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 HD uint32_t mm_prmt_sign(uint32_t x, uint32_t y, uint32_t s) {
 #ifdef MM_DEVICE_PASS
     uint32_t d;

@@ -12,7 +12,7 @@ HD int mm_dp4a(int a, int b, int c) {
     int s = c;
     for (int i = 0; i < 4; i++) s += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
     return s;
-#elif defined(MM_HIP)
+#elif defined(RF_GPU_HIP)
 #if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
     defined(__gfx942__)
     return __builtin_amdgcn_sdot4(a, b, c, false);
@@ -28,7 +28,7 @@ MM_UNROLL
 }
 
 /* 4 uint8 x 4 int8 dot added to c (CUDA device code only: HIP and the host keep Q4_0's other form). */
-#if defined(MM_DEVICE_PASS) && !defined(MM_HIP)
+#if defined(MM_DEVICE_PASS) && !defined(RF_GPU_HIP)
 #define MM_DP4A_US 1
 __device__ __forceinline__ int mm_dp4a_us(uint32_t a, int b, int c) {
     int d;
@@ -37,20 +37,8 @@ __device__ __forceinline__ int mm_dp4a_us(uint32_t a, int b, int c) {
 }
 #endif
 
-/* Waits for the preceding kernel of the stream when launched as a programmatic dependent launch
- * (CUDA, sm_90+); a no-op otherwise. */
-__device__ __forceinline__ void mm_grid_dep_wait(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void mm_grid_dep_launch(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 /* Bulk copies into shared memory (the Hopper TMA unit, sm_90+), completed on an mbarrier: the
  * copy engine streams the bytes while the warps compute, holding no registers. Used by k_mvt only;
  * other targets never launch it (the bodies trap there). Contract of mm_bulk_load: dst and src
@@ -226,7 +214,7 @@ HD int mm_iq4_dot_word_pair(uint32_t c, int xl, int xh, int s) {
     mm_iq4_pair(c, &lo, &hi);
     return mm_dp4a((int)hi, xh, mm_dp4a((int)lo, xl, s));
 }
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
 HD int mm_iq4_dot_word_sign(uint32_t c, int xl, int xh, int s) {
     const uint32_t f = c ^ 0x88888888u;
     s = mm_dp4a((int)mm_prmt_sign(MM_IQ4_W0, MM_IQ4_W1, c), xl, s);
@@ -236,7 +224,7 @@ HD int mm_iq4_dot_word_sign(uint32_t c, int xl, int xh, int s) {
 }
 #endif
 HD int mm_iq4_dot_word(uint32_t c, int xl, int xh, int s) {
-#ifndef MM_HIP
+#ifndef RF_GPU_HIP
     return mm_iq4_dot_word_sign(c, xl, xh, s);
 #else
     return mm_iq4_dot_word_pair(c, xl, xh, s);
@@ -569,7 +557,7 @@ struct VQ4_KS {
     static __device__ __forceinline__ void prep(Raw &r) {
         const uint32_t h = r.hd[0];
 MM_UNROLL
-        for (int i = 0; i < 4; i++) r.hd[i] = MM_SHFL_IN(h, i, 4);
+        for (int i = 0; i < 4; i++) r.hd[i] = RF_SHFL_IN(h, i, 4);
     }
     template <int SW>
     static __device__ __forceinline__ float dot(const Raw &r, int j, const int8_t *xq, const float2 *xd) {
