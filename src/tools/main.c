@@ -12,7 +12,7 @@ static const struct {
 } usages[] = {
     {"run", "  run        -m MODEL (-p TEXT | -f FILE) [-n N] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
             "             [--min-p P] [--repeat-penalty R] [-s SEED] [-t THREADS] [-ngl N] [--device D]\n",
-     "    -n N               tokens to generate (128; -1 or -2: until the end of generation or the context)\n"
+     "    -n N               tokens to generate (128; -1 or -2: until generation or the context ends)\n"
      "    -c CTX             context length (0: the model's training context, at most 4096)\n"
      "    -b N               prompt tokens per batch (512)\n"
      "    --temp T           sampling temperature (0.8; 0 or less: greedy)\n"
