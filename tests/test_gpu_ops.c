@@ -740,6 +740,13 @@ static void test_rope_attention(void) {
     rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 129, RA_K_SHIFTED, RF_TYPE_Q4_0);
     rope_attention_case(8, 8, 64, RF_ROPE_NEOX, 64, 0, 700, RA_K_SHIFTED, RF_TYPE_Q4_0);
     rope_attention_case(8, 8, 64, RF_ROPE_NORMAL, 64, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
+    /* and with GQA groups of 4 (rope's own launch, then the plain tensor-core kernel's q8_0 / q4_0
+     * instances at head dims 64 and 128; docs/experiments/decode-attention-k-by-blocks.diff scored
+     * their K from the raw codes) */
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1300, RA_K_SHIFTED, RF_TYPE_Q4_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
+    rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 2100, RA_K_SHIFTED, RF_TYPE_Q4_0);
 }
 #endif
 
