@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Registers, spills and SASS size of each kernel of one CUDA source, without a GPU.
 
-    python3 scripts/kernel_stats.py src/backend/gpu/attention_decode.cu [REGEX] [-- NVCC FLAGS...]
+    python3 scripts/kernel_stats.py src/backend/gpu/attention_decode_mma.cu [REGEX] [-- NVCC FLAGS...]
 
 Compiles the file for sm_90 (CUDA_ARCH=NN to change) to a cubin with `ptxas -v`, then prints, for
 each kernel whose mangled name matches REGEX (default: every kernel), the registers and spill

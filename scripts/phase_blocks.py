@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why a decode matvec's blocks end apart: the phase stamps of each block against its placement.
 
-  python3 scripts/phase_blocks.py DIR/stamps-matmul.bin DIR/stamps-attention.bin
+  python3 scripts/phase_blocks.py DIR/stamps-*.bin   (matmul, attention, attention_mma)
 
 Reads the records phase_timeline.py reads (src/backend/gpu/phase_stamps.cuh). A matvec instance
 (k_mvt / k_mvp, grids of at least 64 blocks) is named with the kernel before it in the stream (o

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-kernel phase times of decode steps from the phase stamps (src/backend/gpu/phase_stamps.cuh).
 
-  python3 scripts/phase_timeline.py DIR/stamps-matmul.bin DIR/stamps-attention.bin
+  python3 scripts/phase_timeline.py DIR/stamps-*.bin   (matmul, attention, attention_mma)
 
 Each file holds the last blocks of one kernel file's decode kernels. Only the time window every
 file covers is used. A kernel instance is `grid` consecutive blocks (by start time) of one kernel

@@ -1,5 +1,5 @@
 /* attention_kv.cuh: the paged KV cache's rows on the device, shared by the decode
- * (attention_decode.cu) and prefill (attention_prefill.cu) attention kernels, twins of
+ * (attention_decode.cu, attention_decode_mma.cu) and prefill (attention_prefill.cu) attention kernels, twins of
  * cpu_attention (backend/cpu/attention.c).
  *
  * Common contract. q: [n_tokens][n_head * head_dim] f32; out: same shape; k_cache, v_cache:

@@ -1,5 +1,5 @@
 /* attention_mma.cuh: what the tensor-core attention kernels of attention_prefill.cu and
- * attention_decode.cu share: the mma.sync m16n8k16 (f16 operands, f32 accumulation) and its f16
+ * attention_decode_mma.cu share: the mma.sync m16n8k16 (f16 operands, f32 accumulation) and its f16
  * packing, the cache elements as f16 operands, and the device's compute capability. CUDA sm_80+
  * only (the launchers check the device); on HIP only attn_cc_major (0) is defined. */
 #ifndef RF_ATTENTION_MMA_CUH

@@ -100,12 +100,14 @@ static int report(gpu_impl *g, const char *when) {
 #ifdef RF_PHASE_STAMPS /* phase_stamps.cuh: each kernel file writes its ring */
 void rf_phase_stamps_dump_matmul(void);
 void rf_phase_stamps_dump_attention(void);
+void rf_phase_stamps_dump_attention_mma(void);
 #endif
 
 static void gpu_destroy(rf_backend *be) {
 #ifdef RF_PHASE_STAMPS
     rf_phase_stamps_dump_matmul();
     rf_phase_stamps_dump_attention();
+    rf_phase_stamps_dump_attention_mma();
 #endif
     gpu_impl *g = G(be);
     gpuStreamSynchronize(g->stream);

@@ -38,7 +38,8 @@ int rf_gpu_rope_store_kv(void *stream, int n_tokens, const int32_t *pos, const i
                          int n_head, int n_kv_head, int head_dim, float *q, float *k, const float *v,
                          void *k_cache, void *v_cache, uint32_t kv_type);
 
-/* attention_decode.cu, attention_prefill.cu (common contract: attention_kv.cuh) */
+/* attention_decode.cu, attention_decode_mma.cu, attention_prefill.cu (common contract:
+ * attention_kv.cuh) */
 /* k_cache / v_cache: one layer, [n_slots] rows of n_kv_head * head_dim elements in the row format
  * of kv_type (RF_TYPE_F32, RF_TYPE_F16, or RF_TYPE_Q8_0 / RF_TYPE_Q4_0 with head_dim % 32 == 0
  * and 16-byte aligned caches; backend.h's layout, core/kv_format.h). The launchers return an invalid-value
@@ -71,7 +72,7 @@ typedef struct {
      * choice (rf_gpu_attn_decode_gb); every value gives the same results. */
     int gb;
     /* Decode: 1 runs the tensor-core kernel (where rf_gpu_attn_decode_tc says it is the choice for
-     * the context; f16 operands: ~1e-3 relative, see attention_decode.cu; no rope fused, k_new = NULL;
+     * the context; f16 operands: ~1e-3 relative, see attention_decode_mma.cu; no rope fused, k_new = NULL;
      * q and the caches 16-byte aligned), 0 the f32 kernels. Asked for where it cannot run: the
      * launcher returns an invalid-value error. */
     int tc;

@@ -1,6 +1,6 @@
 /* quantize32.cuh: the int8 path's quantization of one 32-element block held one element per lane,
  * for the kernels that leave their output quantized for the next matvec to copy (the decode
- * attention, attention_decode.cu; the swiglu, matmul.cu's k_swiglu_q). Bit for bit what matmul.cu's
+ * attention, attention_decode.cu and attention_decode_mma.cu; the swiglu, matmul.cu's k_swiglu_q). Bit for bit what matmul.cu's
  * mm_quantize_x with its non-finite mark writes for the same 32 values. */
 #ifndef RF_QUANTIZE32_CUH
 #define RF_QUANTIZE32_CUH

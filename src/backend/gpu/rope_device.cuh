@@ -1,6 +1,6 @@
 /* rope_device.cuh: the rotary-embedding angle and rotation, shared by rope.cu and the decode
- * attention (attention_decode.cu, which rotates q and the new k itself when rope is fused into it),
- * so both compute the same bits. The contract is rope.cu's: base^(-2i/n_rot) and cos/sin evaluated in f64 and
+ * attention (attention_decode.cu and attention_decode_mma.cu, whose kernels rotate q and the new
+ * k themselves when rope is fused into them), so both compute the same bits. The contract is rope.cu's: base^(-2i/n_rot) and cos/sin evaluated in f64 and
  * rounded to f32, theta in f32 in the CPU's order (cpu_rope), the rotation without FMA contraction. */
 #ifndef RF_GPU_ROPE_DEVICE_CUH
 #define RF_GPU_ROPE_DEVICE_CUH
