@@ -366,8 +366,8 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * DM_RK_MAX_G with an f16 cache, whose rows of q the block rotates together and whose partials
  * go to attn_combine_kernel; rf_gpu_attn_decode_rope_ok; the
  * backend takes it at every context where it fits one wave, rf_gpu_attn_decode_tc_rope): as attn_dec_kernel's
- * RK instance, the (cos, sin) table is computed and the first round's K / V rows are prefetched
- * into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
+ * RK instance, the (cos, sin) table is computed and (f16 caches) the first round's K / V rows are
+ * prefetched into L2 before the grid dependency wait; q is loaded right after the wait (ahead of the barrier
  * that publishes the table), four dims per lane, rotated into the warp's row of shared memory and
  * read from there into the fragments; only then does the block let the output projection launch,
  * so that its early weight loads do not queue ahead of q's (7B tg128 on an H200, both together:
@@ -412,14 +412,13 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
      * row bases in registers the GQA f16 instance left its 128-register cap) */
     const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1;
     int slot = dm_slot(bt, a.block_size, bs_log2, p0 + lane % NP, pe);
-    if (RK && lane < NP && p0 + lane < pe) {
-        const char *kr = kv_at<T>(a.k_cache, slot, kv_dim, g * HD), *vr = kv_at<T>(a.v_cache, slot, kv_dim, g * HD);
-        dec_prefetch_l2(kr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
-        dec_prefetch_l2(vr, kv_fmt<T>::elems(HD) * (int)sizeof(T));
-        if (Q) { /* the head's scales, after the row's codes */
-            dec_prefetch_l2(kr + kv_fmt<T>::scale_off(kv_dim, g * HD), HD / 16);
-            dec_prefetch_l2(vr + kv_fmt<T>::scale_off(kv_dim, g * HD), HD / 16);
-        }
+    /* RK with an f16 cache: the first round's K / V rows into L2 before the wait. Not for q8_0 /
+     * q4_0 (7B Q4_K_M without it, H200: q4_0 +0.4% / +1.0% / +0.5% at 512 / 8k / 32k positions,
+     * q8_0 +0.4% / +1.2%; f16 loses 0.45% at the first positions; the plain instances with it lost
+     * 3% for the 1B file; docs/PERF.md, fifty-fifth session) */
+    if (RK && F16 && lane < NP && p0 + lane < pe) {
+        dec_prefetch_l2(kv_at<T>(a.k_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
+        dec_prefetch_l2(kv_at<T>(a.v_cache, slot, kv_dim, g * HD), HD * (int)sizeof(T));
     }
     if (RK)
         for (int i = threadIdx.x; i < a.rope.n_rot / 2; i += blockDim.x)
