@@ -137,9 +137,11 @@ static __global__ void __launch_bounds__(DEC_THREADS) attn_dec_kernel(rf_gpu_att
     /* ... and, in the rope-fused instance (the one short contexts take; its grid is one wave), the
      * first chunk's K and V rows of this head group are prefetched into L2. Written in earlier
      * steps and long evicted by the weights, they otherwise cost the loop DRAM latency queued
-     * behind the output projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200). Not in
-     * the plain instance: there the prefetch raised registers 96 -> 109, fewer blocks and splits
-     * fit, and 7B Q4_K_M at 32k positions fell 160 -> 147 t/s. */
+     * behind the output projection's weight prefetch (7B Q4_0 decode 561 -> 578 t/s, H200; again
+     * 2026-11-29, without it: 1B F16 tg128 -1.0%, 1B Q8_0 -0.15%, after 512 tokens level and
+     * +1.0%, docs/PERF.md fifty-fifth session). Not in the plain instance: there the prefetch
+     * raised registers 96 -> 109, fewer blocks and splits fit, and 7B Q4_K_M at 32k positions
+     * fell 160 -> 147 t/s. */
     if (fr && pb + warp * ws + lane < pe) {
         dec_prefetch_l2(kv_at<T>(a.k_cache, slot_next, kv_dim, g * hd), kv_fmt<T>::elems(hd) * (int)sizeof(T));
         dec_prefetch_l2(kv_at<T>(a.v_cache, slot_next, kv_dim, g * hd), kv_fmt<T>::elems(hd) * (int)sizeof(T));
