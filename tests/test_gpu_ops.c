@@ -526,11 +526,13 @@ static void test_attention(void) {
  * largest offsets a kernel scoring the raw codes would cancel
  * (docs/experiments/decode-attention-one-head-raw-k-scores.diff). */
 enum { RA_K_PLAIN, RA_K_NAN, RA_K_SHIFTED };
+/* The paged cache's block size of rope_attention_case (16 unless a case sets it). */
+static int g_ra_block = 16;
 static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_rot, int use_ff, int len, int k_kind,
                                 uint32_t kvt) {
     int lens[] = {len}, tails[] = {1};
     test_paged_kv c;
-    test_paged_kv_make(&c, n_kv, hd, 16, lens, tails, 1);
+    test_paged_kv_make(&c, n_kv, hd, g_ra_block, lens, tails, 1);
     const size_t kvd = c.kvd, qd = (size_t)n_head * hd, n_slots = c.n_slots;
     const size_t kvb = rf_kv_row_bytes(kvt, kvd) * n_slots;
     const int32_t slot = (int32_t)test_paged_kv_slot(&c, 0, len - 1);
@@ -560,7 +562,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
     cpu_rope(hq, 1, n_head, hd, c.pos, &hrope);
     cpu_rope(hk, 1, n_kv, hd, c.pos, &hrope);
     cpu_store_kv(hk, v, 1, (int)kvd, &slot, rkc, rvc, kvt);
-    rf_step hs = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL, false};
+    rf_step hs = {1, 1, c.max_blocks, g_ra_block, 0, len - 1, NULL, c.pos, (int32_t *)&slot, c.seq_row, c.bt, NULL, false};
     cpu_attention(&hs, &dims, hq, rkc, rvc, ref, 0, n_head);
     float *rkf = malloc(4 * n_slots * kvd), *rvf = malloc(4 * n_slots * kvd);
     test_kv_unpack(rkc, kvt, n_slots, kvd, rkf);
@@ -568,7 +570,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
 
     int32_t *dpos = dput(c.pos, 4), *dseq = dput(c.seq_row, 4), *dslot = dput(&slot, 4);
     int32_t *dbt = dput(c.bt, sizeof(int32_t) * (size_t)c.max_blocks);
-    rf_step ds = {1, 1, c.max_blocks, 16, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL, false};
+    rf_step ds = {1, 1, c.max_blocks, g_ra_block, 0, len - 1, NULL, dpos, dslot, dseq, dbt, NULL, false};
     float *dout = be->ops->alloc(be, 4 * qd);
     float *got = malloc(4 * qd), *two = malloc(4 * qd), *poison = malloc(4 * qd), *gkf = malloc(4 * n_slots * kvd), *gvf = malloc(4 * n_slots * kvd);
     void *gk1 = malloc(kvb), *gv1 = malloc(kvb);
@@ -747,6 +749,30 @@ static void test_rope_attention(void) {
     rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, 1300, RA_K_SHIFTED, RF_TYPE_Q4_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 1100, RA_K_SHIFTED, RF_TYPE_Q8_0);
     rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, 2100, RA_K_SHIFTED, RF_TYPE_Q4_0);
+    /* the runtime's block size (32): a round of the tensor-core kernel's q8_0 / q4_0 instances then
+     * lies in one cache block and comes by tensor copies (sm_90; rf_gpu_attention_decode_tma: mode
+     * 2, the default, issues the first rounds before the grid dependency wait, mode 1 after it),
+     * with last rounds of one position, splits that hold none, and GQA groups after rope's launch */
+    g_ra_block = 32;
+    static const int lens32[] = {2, 33, 97, 1057, 2113}, lens32g[] = {1057, 2113};
+    for (int tma = 2; tma >= 1; tma--) {
+        const int old_tma = rf_gpu_attention_decode_tma(tma);
+        for (size_t li = 0; li < RF_ARRAY_LEN(lens32); li++) {
+            rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, lens32[li], RA_K_SHIFTED, RF_TYPE_Q4_0);
+            rope_attention_case(32, 32, 128, RF_ROPE_NEOX, 128, 0, lens32[li], RA_K_PLAIN, RF_TYPE_Q8_0);
+            rope_attention_case(8, 8, 64, RF_ROPE_NEOX, 64, 0, lens32[li], RA_K_SHIFTED, RF_TYPE_Q4_0);
+            rope_attention_case(8, 8, 64, RF_ROPE_NORMAL, 64, 0, lens32[li], RA_K_PLAIN, RF_TYPE_Q8_0);
+        }
+        rope_attention_case(32, 32, 128, RF_ROPE_NORMAL, 128, 0, 700, RA_K_NAN, RF_TYPE_Q4_0);
+        for (size_t li = 0; li < RF_ARRAY_LEN(lens32g); li++) {
+            rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens32g[li], RA_K_SHIFTED, RF_TYPE_Q8_0);
+            rope_attention_case(32, 8, 64, RF_ROPE_NEOX, 64, 0, lens32g[li], RA_K_PLAIN, RF_TYPE_Q4_0);
+            rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, lens32g[li], RA_K_PLAIN, RF_TYPE_Q8_0);
+            rope_attention_case(32, 8, 128, RF_ROPE_NORMAL, 128, 0, lens32g[li], RA_K_SHIFTED, RF_TYPE_Q4_0);
+        }
+        rf_gpu_attention_decode_tma(old_tma);
+    }
+    g_ra_block = 16;
 }
 #endif
 

@@ -10,6 +10,9 @@
 #include "attention_mma.cuh"
 #include "rope_device.cuh"
 #include "phase_stamps.cuh"
+#if RF_GPU_CUDA
+#include <cuda.h> /* CUtensorMap (the types only: the encoder comes from the driver at run time) */
+#endif
 
 #if RF_GPU_CUDA
 /* ---- decode on tensor cores (CUDA sm_80+): long contexts, and MHA with rope fused ----------------
@@ -141,6 +144,108 @@ template <int N> static __device__ __forceinline__ void kv_piece_h(const kv_piec
     for (int i = 0; i < N / 8; i++) q4_h8(x.q[i], d2, w + 4 * i);
 }
 
+/* ---- K / V rounds by tensor copies (BT; CUDA sm_90) -----------------------------------------------
+ * A warp's round of NP positions lies in one cache block when its first position is a multiple of
+ * NP and block_size a power of two >= NP: NP consecutive slots, so its K codes, K scales, V codes
+ * and V scales are four boxes of a 2D tensor map over the cache (rows: slots, columns: row bytes),
+ * one bulk tensor copy each into the warp's ring stage, completed on one mbarrier. Lane 0 keeps
+ * NS rounds in flight; no registers hold bytes in flight. The stage: [NP][CB] K codes, [NP][16] K
+ * scales (the 16-byte aligned span holding the head's HD / 16 scale bytes, at sbo within it), then
+ * the same for V. */
+struct DmMaps {
+    CUtensorMap kc, ks, vc, vs;
+    int early; /* the first rounds issued before the grid dependency wait (one token per launch) */
+};
+template <int HD, typename T, int NP> struct DmStage {
+    static constexpr int CB = kv_fmt<T>::Q4 ? HD / 2 : HD; /* code bytes of one head's row */
+    static constexpr int KC = 0, KS = NP * CB, VC = KS + NP * 16, VS = VC + NP * CB, BYTES = VS + NP * 16;
+    static_assert(KS % 128 == 0 && VC % 128 == 0 && VS % 128 == 0 && BYTES % 128 == 0, "tensor copies land 128-byte aligned");
+};
+#ifndef DM_BT_NS
+#define DM_BT_NS 2
+#endif
+static __device__ __forceinline__ uint32_t dm_su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void dm_bar_init(uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(dm_su32(bar)) : "memory");
+#else
+    (void)bar;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void dm_bar_fence_init(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void dm_bar_expect(uint64_t *bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(dm_su32(bar)), "r"(bytes) : "memory");
+#else
+    (void)bar, (void)bytes;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void dm_tma2d(void *dst, const CUtensorMap *m, int x, int y, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dm_su32(dst)), "l"(m), "r"(x), "r"(y), "r"(dm_su32(bar))
+                 : "memory");
+#else
+    (void)dst, (void)m, (void)x, (void)y, (void)bar;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void dm_bar_wait(uint64_t *bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(dm_su32(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+#else
+    (void)bar, (void)parity;
+    __trap();
+#endif
+}
+/* Orders this thread's earlier shared-memory accesses (and those a __syncwarp made visible to it)
+ * before its later tensor copies (the async proxy). */
+static __device__ __forceinline__ void dm_fence_async(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+/* One round's four boxes into stage d (lane 0; the round's first slot y). */
+template <class S>
+static __device__ __forceinline__ void dm_bt_issue(char *d, const DmMaps *m, int xc, int xs, int y, uint64_t *bar) {
+    dm_bar_expect(bar, S::BYTES);
+    dm_tma2d(d + S::KC, &m->kc, xc, y, bar);
+    dm_tma2d(d + S::KS, &m->ks, xs, y, bar);
+    dm_tma2d(d + S::VC, &m->vc, xc, y, bar);
+    dm_tma2d(d + S::VS, &m->vs, xs, y, bar);
+}
+/* A q8_0 / q4_0 piece from a ring stage: its codes at `codes`, its block's scale at `scale`. */
+template <typename T, int N>
+static __device__ __forceinline__ void kv_piece_lds(kv_piece<T, N> &x, const char *codes, const char *scale) {
+    constexpr int W = sizeof x.q / 4;
+    if (W == 1) {
+        x.q[0] = *(const uint32_t *)codes;
+    } else if (W == 2) {
+        const uint2 v = *(const uint2 *)codes;
+        x.q[0] = v.x, x.q[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < W / 4; i++) {
+            const uint4 v = *(const uint4 *)(codes + 16 * i);
+            x.q[4 * i] = v.x, x.q[4 * i + 1] = v.y, x.q[4 * i + 2] = v.z, x.q[4 * i + 3] = v.w;
+        }
+    }
+    x.d = *(const __half *)scale;
+}
+
 /* One round of a warp: the K and V pieces its lane loads for NP = 16 * TU positions. */
 template <int HD, typename T, int TU> struct DmRound {
     kv_piece<T, HD / 4> k[TU][2];
@@ -211,6 +316,33 @@ static __device__ __forceinline__ void dm_load(DmRound<HD, T, TU> &R, const rf_g
 #pragma unroll
         for (int qi = 0; qi < 4; qi++) {
             dm_piece<T, HD / 8, S>(R.v[u][qi], a, L, true, ATT_SHFL_IDX(slot, 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1)));
+        }
+    }
+}
+
+/* dm_load's pieces from a ring stage (BT): the round's rows 0 .. NP - 1; rows nv and beyond (past
+ * the split's end) read row 0 instead, as dm_slot does, so that no stale row reaches the mma. */
+template <int HD, typename T, int TU>
+static __device__ __forceinline__ void dm_lds(DmRound<HD, T, TU> &R, const char *st, int nv, int sbo) {
+    typedef DmStage<HD, T, 16 * TU> S;
+    const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int u = 0; u < TU; u++) {
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            int row = 16 * u + 8 * n + r;
+            row = row < nv ? row : 0;
+            const int e = c * (HD / 4);
+            kv_piece_lds<T, HD / 4>(R.k[u][n], st + S::KC + row * S::CB + kv_fmt<T>::elems(e),
+                                    st + S::KS + row * 16 + sbo + (e / 32) * 2);
+        }
+#pragma unroll
+        for (int qi = 0; qi < 4; qi++) {
+            int row = 16 * u + (qi >> 1) * 8 + 2 * c + (qi & 1);
+            row = row < nv ? row : 0;
+            const int e = r * (HD / 8);
+            kv_piece_lds<T, HD / 8>(R.v[u][qi], st + S::VC + row * S::CB + kv_fmt<T>::elems(e),
+                                    st + S::VS + row * 16 + sbo + (e / 32) * 2);
         }
     }
 }
@@ -383,15 +515,16 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * q4_0 cache -0.4% / -4.3%; docs/PERF.md, fifty-third session). The block writes its output itself
  * (one split) or the last split block of the group merges the partials (counters,
  * dec_combine_last), as attn_dec_kernel's fused combine. */
-template <int HD, typename T, int TU, int NT, int MINB, bool RK>
-static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
-                                                                               int *counters) {
+template <int HD, typename T, int TU, int NT, bool RK, bool BT>
+static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args &a, float *part, int *counters,
+                                                         const DmMaps *maps) {
     RF_STAMPS_BEGIN;
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
     constexpr bool Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4, F16 = std::is_same<T, __half>::value;
     static_assert(!RK || ((Q || F16) && NT == 1),
                   "the fused rope: f16, q8_0 or q4_0 rows, one tile of heads");
+    static_assert(!BT || Q, "tensor-copy rounds: the q8_0 / q4_0 instances");
     extern __shared__ float dsm[];
     const int G = a.n_head / a.n_kv_head, kv_dim = a.n_kv_head * HD;
     const int g = blockIdx.x % a.n_kv_head, t = blockIdx.x / a.n_kv_head, h0 = g * G;
@@ -399,7 +532,8 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int r = lane >> 2, c = lane & 3;
     const int32_t *bt = a.block_table + (int64_t)a.seq_row[t] * a.max_blocks;
-    const int n_pos = a.pos[t] + 1, per = (n_pos + n_split - 1) / n_split;
+    const int n_pos = a.pos[t] + 1, per0 = (n_pos + n_split - 1) / n_split;
+    const int per = BT ? (per0 + NP - 1) / NP * NP : per0; /* BT: rounds start at multiples of NP */
     const int pb = s * per, pe_all = min(n_pos, pb + per), stride = nw * NP;
     const bool own = RK && pb < pe_all && pe_all == n_pos; /* this split holds the new position */
     const int pe = own ? pe_all - 1 : pe_all;
@@ -411,7 +545,35 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     /* slots by shifts for q8_0 / q4_0; the float formats keep the division (DmRows: with shifts and
      * row bases in registers the GQA f16 instance left its 128-register cap) */
     const int bs_log2 = Q ? att_bs_log2(a.block_size) : -1;
-    int slot = dm_slot(bt, a.block_size, bs_log2, p0 + lane % NP, pe);
+    int slot = BT ? 0 : dm_slot(bt, a.block_size, bs_log2, p0 + lane % NP, pe);
+    /* BT: lane j holds the slot of the first position of this warp's round j (of the first 32) */
+    const int bmask = a.block_size - 1, nr = p0 < pe ? (pe - p0 + stride - 1) / stride : 0;
+    typedef DmStage<HD, T, NP> S;
+    constexpr int NS = DM_BT_NS;
+    char *ring = NULL;
+    uint64_t *bars = NULL;
+    int xs = 0, xc = 0, sbo = 0, issued = 0;
+    if constexpr (BT) {
+        const int pj = p0 + lane * stride;
+        slot = lane < nr ? (bt[pj >> bs_log2] << bs_log2) | (pj & bmask) : 0;
+        const uint32_t sa = dm_su32(dsm); /* tensor copies land 128-byte aligned in the shared window */
+        const int ring0 = (int)(((sa + (DEC_MAX_WARPS + 1) * G * (HD + 2) * (uint32_t)sizeof(float) + 127) & ~127u) - sa);
+        ring = (char *)dsm + ring0 + warp * NS * S::BYTES;
+        bars = (uint64_t *)((char *)dsm + ring0 + nw * NS * S::BYTES) + warp * NS;
+        const int sb = g * (HD / 16);                                           /* the head's scale bytes */
+        sbo = sb & 15, xs = kv_fmt<T>::elems(kv_dim) + (sb & ~15), xc = kv_fmt<T>::elems(g * HD);
+        if (lane == 0) {
+            for (int i = 0; i < NS; i++) dm_bar_init(&bars[i]);
+            dm_bar_fence_init();
+        }
+        /* rounds wholly before the position this step writes (RK: none of a split's rounds holds it) */
+        if (maps->early)
+            for (; issued < NS && issued < nr && (RK || p0 + issued * stride + NP < n_pos); issued++) {
+                const int y = __shfl_sync(0xffffffffu, slot, issued);
+                if (lane == 0) dm_bt_issue<S>(ring + issued * S::BYTES, maps, xc, xs, y, &bars[issued]);
+            }
+        __syncwarp();
+    }
     /* RK with an f16 cache: the first round's K / V rows into L2 before the wait. Not for q8_0 /
      * q4_0 (7B Q4_K_M without it, H200: q4_0 +0.4% / +1.0% / +0.5% at 512 / 8k / 32k positions,
      * q8_0 +0.4% / +1.2%; f16 loses 0.45% at the first positions; the plain instances with it lost
@@ -567,12 +729,38 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     }
     const float sl2 = a.scale * 1.4426950408889634f;
     const DmRows<T> rows = dm_rows<T>(a, kv_dim, ek, ev);
-    for (; p0 < pe; p0 += stride) { /* warp-uniform */
-        DmRound<HD, T, TU> cur;
-        const int sl = slot, pn = p0 + stride + lane % NP;
-        slot = dm_slot(bt, a.block_size, bs_log2, pn, pe); /* the next round's, during this one */
-        dm_load<HD, T, TU, !RK || F16>(cur, a, rows, sl); /* streaming but for RK's q8_0 / q4_0 (above) */
-        dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
+    if constexpr (BT) {
+        for (; issued < NS && issued < nr; issued++) {
+            const int y = __shfl_sync(0xffffffffu, slot, issued);
+            if (lane == 0) dm_bt_issue<S>(ring + issued * S::BYTES, maps, xc, xs, y, &bars[issued]);
+        }
+        for (int i = 0; i < nr; i++, p0 += stride) { /* warp-uniform */
+            const int k = i % NS, nx = i + NS;
+            dm_bar_wait(&bars[k], (uint32_t)(i / NS) & 1u);
+            DmRound<HD, T, TU> cur;
+            dm_lds<HD, T, TU>(cur, ring + k * S::BYTES, pe - p0, sbo);
+            if (nx < nr) {
+                if ((nx & 31) == 0) { /* the next 32 rounds' slots */
+                    const int pj = p0 + (NS + lane) * stride;
+                    slot = nx + lane < nr ? (bt[pj >> bs_log2] << bs_log2) | (pj & bmask) : 0;
+                }
+                const int y = __shfl_sync(0xffffffffu, slot, nx & 31);
+                __syncwarp(); /* every lane's reads of stage k before the copy that refills it */
+                if (lane == 0) {
+                    dm_fence_async();
+                    dm_bt_issue<S>(ring + k * S::BYTES, maps, xc, xs, y, &bars[k]);
+                }
+            }
+            dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
+        }
+    } else {
+        for (; p0 < pe; p0 += stride) { /* warp-uniform */
+            DmRound<HD, T, TU> cur;
+            const int sl = slot, pn = p0 + stride + lane % NP;
+            slot = dm_slot(bt, a.block_size, bs_log2, pn, pe); /* the next round's, during this one */
+            dm_load<HD, T, TU, !RK || F16>(cur, a, rows, sl); /* streaming but for RK's q8_0 / q4_0 (above) */
+            dm_round<HD, T, TU, NT>(st, cur, qb, p0, pe, sl2);
+        }
     }
     RF_STAMP_AFTER(5, st.o[0][0][0]);
     /* this warp's state per head into [warp][j][2 + HD], m in natural-log units (dec_block_out) */
@@ -613,6 +801,18 @@ static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(r
     RF_STAMPS_END(RF_STAMP_ATTN);
     if (!direct) dec_combine_last(a, G, HD, t, h0, n_split, part, counters + blockIdx.x);
 }
+template <int HD, typename T, int TU, int NT, int MINB, bool RK>
+static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
+                                                                               int *counters) {
+    attn_dec_mma_body<HD, T, TU, NT, RK, false>(a, part, counters, nullptr);
+}
+/* The q8_0 / q4_0 instances with their rounds by tensor copies (BT, sm_90). */
+template <int HD, typename T, int TU, int NT, int MINB, bool RK>
+static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_bt_kernel(rf_gpu_attn_args a, float *part,
+                                                                                  int *counters,
+                                                                                  const __grid_constant__ DmMaps maps) {
+    attn_dec_mma_body<HD, T, TU, NT, RK, true>(a, part, counters, &maps);
+}
 #endif
 
 /* ---- decode on tensor cores: when, and the launch ---------------------------------------------- */
@@ -646,6 +846,24 @@ extern "C" int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, ui
 extern "C" int rf_gpu_attn_decode_tc_rope(int n_head, int n_kv_head, int head_dim, uint32_t kv_type) {
     return dec_tc_mode() == 1 && kv_type != RF_TYPE_F32 && n_head == n_kv_head &&
            rf_attn_dec_tc_capable(n_head, n_kv_head, head_dim, kv_type);
+}
+
+#if RF_GPU_CUDA
+static int dm_bt_mode = -1; /* RF_GPU_ATTN_TMA */
+static int dec_tma_mode(void) {
+    if (dm_bt_mode < 0) dm_bt_mode = getenv("RF_GPU_ATTN_TMA") ? atoi(getenv("RF_GPU_ATTN_TMA")) : 2;
+    return dm_bt_mode;
+}
+#endif
+extern "C" int rf_gpu_attention_decode_tma(int mode) {
+#if RF_GPU_CUDA
+    const int old = dec_tma_mode();
+    if (mode >= 0) dm_bt_mode = mode;
+    return old;
+#else
+    (void)mode;
+    return 0;
+#endif
 }
 
 extern "C" int rf_gpu_attention_decode_tc(int mode) {
@@ -701,6 +919,118 @@ static dec_tc_fn dec_tc_kernel_rk(uint32_t kv_type, int hd) {
            : kv_type == RF_TYPE_Q4_0 ? dec_tc_kernel_rk_t<kv_q4>(hd)
                                      : dec_tc_kernel_rk_t<__half>(hd);
 }
+/* The q8_0 / q4_0 instances with their rounds by tensor copies (BT, attn_dec_mma_bt_kernel), taken on
+ * sm_90 where the cache's block size is a power of two >= the round, for one tile of heads (G <= 8),
+ * where they keep the blocks per SM of the instance they replace (so not the rope-fused q8_0 one at
+ * head_dim 128: its two stages of 9 KB per warp leave 2 blocks per SM, not 3). RF_GPU_ATTN_TMA=0:
+ * never (A/B runs); 1: the first rounds issued after the grid dependency wait; 2 (the default):
+ * before it where that is safe. H200, against the register rounds: 7B Q4_K_M with a q4_0 cache
+ * +4.3% / +4.7% after 8k / 32k tokens (+0.3% after 512); the 1B F16 file with q8_0 +2.0% / +1.5%,
+ * q4_0 +1.8% / +2.3% at 8k / 32k. Issued after the wait (1) the 7B file gained half of that and the
+ * 1B file lost 1.3-3.8%: the first rounds' latency is what the early copies hide (docs/PERF.md,
+ * fifty-sixth session). */
+typedef void (*dec_tc_bt_fn)(rf_gpu_attn_args, float *, int *, DmMaps);
+static dec_tc_bt_fn dec_tc_kernel_bt(uint32_t kv_type, int hd, bool rk) {
+    if (kv_type == RF_TYPE_Q4_0) {
+        if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 2, true> : attn_dec_mma_bt_kernel<128, kv_q4, RK_TU_Q4, 1, RK_MINB_Q4, true>;
+        return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 4, false> : attn_dec_mma_bt_kernel<128, kv_q4, DM_TU_Q4, 1, DM_MINB_Q4, false>;
+    }
+    if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 2, true> : attn_dec_mma_bt_kernel<128, kv_q8, RK_TU_Q8, 1, RK_MINB_Q8, true>;
+    return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 4, false> : attn_dec_mma_bt_kernel<128, kv_q8, DM_TU_Q8, 1, DM_MINB_Q8, false>;
+}
+/* Positions per round of that instance. */
+static int dec_bt_np(uint32_t kv_type, int hd, bool rk) {
+    if (hd == 64) return 32;
+    if (kv_type == RF_TYPE_Q4_0) return 16 * (rk ? RK_TU_Q4 : DM_TU_Q4);
+    return 16 * (rk ? RK_TU_Q8 : DM_TU_Q8);
+}
+static size_t dec_bt_smem(uint32_t kv_type, int hd, int G, bool rk) {
+    const int np = dec_bt_np(kv_type, hd, rk), cb = kv_type == RF_TYPE_Q4_0 ? hd / 2 : hd;
+    const size_t base = sizeof(float) * (DEC_MAX_WARPS + 1) * (size_t)G * (hd + 2);
+    return base + 128 + (size_t)(DM_THREADS / 32) * DM_BT_NS * ((size_t)np * (2 * cb + 32) + 8);
+}
+typedef CUresult (*dm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+/* The four tensor maps of a layer's caches (cached by cache address; 0 on failure). */
+static int dm_bt_maps(const rf_gpu_attn_args *a, int np, DmMaps *out) {
+    static struct {
+        const void *k, *v;
+        uint32_t type;
+        int kv_dim, hd, np;
+        DmMaps m;
+    } memo[256];
+    static int n_memo;
+    static dm_encode_fn enc;
+    const int hd = a->head_dim, kv_dim = a->n_kv_head * hd;
+    for (int i = 0; i < n_memo; i++)
+        if (memo[i].k == a->k_cache && memo[i].v == a->v_cache && memo[i].type == a->kv_type && memo[i].kv_dim == kv_dim &&
+            memo[i].hd == hd && memo[i].np == np) {
+            *out = memo[i].m;
+            return 1;
+        }
+    if (!enc) {
+        cudaDriverEntryPointQueryResult qr;
+        void *fn = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) != cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess || !fn) {
+            gpuGetLastError();
+            return 0;
+        }
+        enc = (dm_encode_fn)fn;
+    }
+    const int q4 = a->kv_type == RF_TYPE_Q4_0;
+    const cuuint64_t rb = (cuuint64_t)(q4 ? kv_fmt<kv_q4>::row_bytes(kv_dim) : kv_fmt<kv_q8>::row_bytes(kv_dim));
+    const cuuint64_t dims[2] = {rb, (cuuint64_t)1 << 28}, strides[1] = {rb};
+    const cuuint32_t ebox[2] = {1, 1};
+    const cuuint32_t cbox[2] = {(cuuint32_t)(q4 ? hd / 2 : hd), (cuuint32_t)np}, sbox[2] = {16, (cuuint32_t)np};
+    DmMaps m;
+    m.early = 0;
+    const void *caches[2] = {a->k_cache, a->v_cache};
+    CUtensorMap *maps[2][2] = {{&m.kc, &m.ks}, {&m.vc, &m.vs}};
+    for (int c = 0; c < 2; c++)
+        for (int b = 0; b < 2; b++)
+            if (enc(maps[c][b], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)caches[c], dims, strides, b ? sbox : cbox, ebox,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+                return 0;
+    if (n_memo < 256) {
+        memo[n_memo].k = a->k_cache, memo[n_memo].v = a->v_cache, memo[n_memo].type = a->kv_type;
+        memo[n_memo].kv_dim = kv_dim, memo[n_memo].hd = hd, memo[n_memo].np = np, memo[n_memo].m = m;
+        n_memo++;
+    }
+    *out = m;
+    return 1;
+}
+/* The BT instance takes this launch (see dec_tc_kernel_bt): where it runs and keeps the blocks per
+ * SM of the instance it replaces (the split count was sized by those). */
+static int dec_tc_resident_fn(const void *fn, size_t smem) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, DM_THREADS, smem) != cudaSuccess) n = 0;
+    gpuGetLastError();
+    return n;
+}
+static bool dec_bt_ok(const rf_gpu_attn_args *a) {
+    const int G = a->n_head / a->n_kv_head;
+    const bool rk = a->k_new != NULL;
+    if (!dec_tma_mode() || (rk && G != 1) || G > 8 || attn_cc_major() < 9 ||
+        (a->kv_type != RF_TYPE_Q4_0 && a->kv_type != RF_TYPE_Q8_0) || (a->head_dim != 64 && a->head_dim != 128))
+        return false;
+    const int bs = a->block_size;
+    if (bs < dec_bt_np(a->kv_type, a->head_dim, rk) || (bs & (bs - 1))) return false;
+    static signed char fits[2][2][2][9]; /* [q4][hd 128][rk][G]: 1 yes, -1 no */
+    signed char &f = fits[a->kv_type == RF_TYPE_Q4_0][a->head_dim == 128][rk][G];
+    if (!f) {
+        const dec_tc_bt_fn bfn = dec_tc_kernel_bt(a->kv_type, a->head_dim, rk);
+        const size_t bsm = dec_bt_smem(a->kv_type, a->head_dim, G, rk);
+        /* the most any group size of this instance asks (the attribute is a limit, also below 48 KB) */
+        cudaFuncSetAttribute(bfn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dec_bt_smem(a->kv_type, a->head_dim, 8, rk)); /* G <= 8 here */
+        gpuGetLastError();
+        f = dec_tc_resident_fn((const void *)bfn, bsm) >= rf_attn_dec_tc_resident(a->kv_type, a->head_dim, G, rk) ? 1 : -1;
+    }
+    return f > 0;
+}
 static dec_tc_fn dec_tc_kernel_t(uint32_t kv_type, int hd, int G) {
     return kv_type == RF_TYPE_F16    ? dec_tc_kernel<__half>(hd, G)
            : kv_type == RF_TYPE_Q8_0 ? dec_tc_kernel<kv_q8>(hd, G)
@@ -736,6 +1066,18 @@ int rf_attn_dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
+    DmMaps maps;
+    const bool rk = a->k_new != NULL;
+    if (dec_bt_ok(a) && dm_bt_maps(a, dec_bt_np(a->kv_type, a->head_dim, rk), &maps)) {
+        const dec_tc_bt_fn bfn = dec_tc_kernel_bt(a->kv_type, a->head_dim, rk);
+        const size_t bsm = dec_bt_smem(a->kv_type, a->head_dim, G, rk);
+        /* early copies only for one token: with more, a token's rounds may hold positions this
+         * step's rope launch writes for the tokens before it */
+        maps.early = dec_tma_mode() == 2 && a->n_tokens == 1;
+        gpuError_t err;
+        RF_LAUNCH_PDL(err, bfn, grid, dim3(DM_THREADS), bsm, st, *a, part, counters, maps);
+        return (int)err;
+    }
     const dec_tc_fn fn = a->k_new ? dec_tc_kernel_rk(a->kv_type, a->head_dim) : dec_tc_kernel_t(a->kv_type, a->head_dim, G);
     /* the rope-fused instance keeps the new position's state as a fifth warp's */
     const size_t smem = a->k_new ? dec_smem(a->head_dim, G) / DEC_MAX_WARPS * (DEC_MAX_WARPS + 1)

@@ -110,6 +110,11 @@ int rf_gpu_attention_decode(void *stream, const rf_gpu_attn_args *a, int n_split
 #define RF_GPU_ATTN_TC_MIN_POS 1024
 int rf_gpu_attn_decode_tc(int n_head, int n_kv_head, int head_dim, uint32_t kv_type, int n_pos);
 int rf_gpu_attention_decode_tc(int mode);
+/* The tensor-core kernel's q8_0 / q4_0 rounds by tensor copies (sm_90, attention_decode_mma.cu):
+ * mode 0 never, 1 issued after the grid dependency wait, 2 (the default, or RF_GPU_ATTN_TMA) the
+ * first rounds before it; mode < 0 only reads. Returns the previous mode. Not thread-safe (a
+ * process-wide switch for tests and benchmarks); every mode gives the same results. */
+int rf_gpu_attention_decode_tma(int mode);
 /* 1 when, in mode 1 (the default), the tensor-core kernel's rope-fused instance is the choice for a
  * one-token decode with rope fused in, at any context (rf_gpu_attn_decode_rope_ok with tc = 1 decides
  * whether it can take it; rf_gpu_attn_decode_splits sizes one-token steps for it): one query head per
