@@ -30,8 +30,9 @@
  * heads; k: the 16 positions). P^T's B fragment is S^T's C fragment transposed per 8 x 8 block
  * (movmatrix). With the heads on the rows (S = Q K^T), a group of G <= 8 filled G of 16 rows: this
  * takes half the mmas, exponentials and accumulator scaling per position (1B file at 32k positions,
- * q4_0 cache: +2.2%; 7B MHA at 8k: +6.3%; docs/PERF.md). No shared memory in the loop: each lane loads
- * its own fragments from the cache, 16-byte vectors of one row. That works because the order of an
+ * q4_0 cache: +2.2%; 7B MHA at 8k: +6.3%; docs/PERF.md). Each lane loads its own fragments, 16-byte
+ * vectors of one row: from the cache, or for q8_0 / q4_0 on sm_90 (BT, below the helpers) from a
+ * ring of rounds that tensor copies fill in shared memory. That works because the order of an
  * mma's k (dims in S^T, positions in O^T) and of O^T's rows (dims) is free as long as both operands
  * agree; lane (r, c), r = lane / 4, c = lane % 4, holds
  *   for S^T: positions r and 8 + r of each 16-position tile (A rows), dims [c * HD / 4, (c + 1) *
@@ -50,9 +51,9 @@
  * CPU by ~1e-3 relative of the output scale. Limits: |q|, |k|, |v| < 65504 (f16 range); an inf v
  * at a position whose weight rounds to 0 in f16, or at the first position of a warp's last round,
  * gives NaN (0 * inf) where the CPU gives inf. Positions outside the split are not used; in a
- * warp's last round those past its end read the round's first position again (dm_slot). Needs q
- * and the caches 16-byte aligned (the
- * launcher checks). Dynamic shared memory: dec_smem(HD, G). */
+ * warp's last round those past its end read the round's first position again (dm_slot, dm_lds).
+ * Needs q and the caches 16-byte aligned (the launcher checks). Dynamic shared memory: dec_smem(HD,
+ * G), one warp's more for RK, and BT's ring (dec_bt_smem). */
 #define DM_THREADS 128
 #define DM_MAX_G 16
 static_assert(DM_RK_MAX_G == DM_THREADS / 32, "the RK instance's q_rot has one row per warp");
@@ -149,9 +150,15 @@ template <int N> static __device__ __forceinline__ void kv_piece_h(const kv_piec
  * NP and block_size a power of two >= NP: NP consecutive slots, so its K codes, K scales, V codes
  * and V scales are four boxes of a 2D tensor map over the cache (rows: slots, columns: row bytes),
  * one bulk tensor copy each into the warp's ring stage, completed on one mbarrier. Lane 0 keeps
- * NS rounds in flight; no registers hold bytes in flight. The stage: [NP][CB] K codes, [NP][16] K
- * scales (the 16-byte aligned span holding the head's HD / 16 scale bytes, at sbo within it), then
- * the same for V. */
+ * NS rounds in flight; no registers hold bytes in flight (the register rounds, one in flight per
+ * warp, waited on their loads for half of a 7B step's loop at 8k positions: ncu, H200,
+ * docs/PERF.md, fifty-sixth session). The stage: [NP][CB] K codes, [NP][16] K scales (the 16-byte
+ * aligned span holding the head's HD / 16 scale bytes, at sbo within it), then the same for V.
+ * With DmMaps::early the first rounds are issued before the grid dependency wait, as the f16
+ * instances' L2 prefetch is: rows of positions before the one this step writes (RK: its own;
+ * otherwise rope's launch writes it) come from earlier steps, or from copy-on-write copies that
+ * precede the step's first kernel. The maps' row count is a bound (2^28 slots); only slots of
+ * the block table are read. */
 struct DmMaps {
     CUtensorMap kc, ks, vc, vs;
     int early; /* the first rounds issued before the grid dependency wait (one token per launch) */
