@@ -10,6 +10,7 @@
 #include "attention_mma.cuh"
 #include "rope_device.cuh"
 #include "phase_stamps.cuh"
+#include "mbarrier.cuh"
 #if RF_GPU_CUDA
 #include <cuda.h> /* CUtensorMap (the types only: the encoder comes from the driver at run time) */
 #endif
@@ -168,67 +169,25 @@ template <int HD, typename T, int NP> struct DmStage {
     static constexpr int KC = 0, KS = NP * CB, VC = KS + NP * 16, VS = VC + NP * CB, BYTES = VS + NP * 16;
     static_assert(KS % 128 == 0 && VC % 128 == 0 && VS % 128 == 0 && BYTES % 128 == 0, "tensor copies land 128-byte aligned");
 };
+/* Ring stages per warp (rounds in flight). */
 #ifndef DM_BT_NS
 #define DM_BT_NS 2
 #endif
-static __device__ __forceinline__ uint32_t dm_su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-static __device__ __forceinline__ void dm_bar_init(uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(dm_su32(bar)) : "memory");
-#else
-    (void)bar;
-    __trap();
-#endif
-}
-static __device__ __forceinline__ void dm_bar_fence_init(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void dm_bar_expect(uint64_t *bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(dm_su32(bar)), "r"(bytes) : "memory");
-#else
-    (void)bar, (void)bytes;
-    __trap();
-#endif
-}
+/* One box of map m at (x bytes, row y) into dst (128-byte aligned), completing on bar. */
 static __device__ __forceinline__ void dm_tma2d(void *dst, const CUtensorMap *m, int x, int y, uint64_t *bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 ::"r"(dm_su32(dst)), "l"(m), "r"(x), "r"(y), "r"(dm_su32(bar))
+                 ::"r"(gpu_smem_u32(dst)), "l"(m), "r"(x), "r"(y), "r"(gpu_smem_u32(bar))
                  : "memory");
 #else
     (void)dst, (void)m, (void)x, (void)y, (void)bar;
     __trap();
 #endif
 }
-static __device__ __forceinline__ void dm_bar_wait(uint64_t *bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(dm_su32(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
-#else
-    (void)bar, (void)parity;
-    __trap();
-#endif
-}
-/* Orders this thread's earlier shared-memory accesses (and those a __syncwarp made visible to it)
- * before its later tensor copies (the async proxy). */
-static __device__ __forceinline__ void dm_fence_async(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
 /* One round's four boxes into stage d (lane 0; the round's first slot y). */
 template <class S>
 static __device__ __forceinline__ void dm_bt_issue(char *d, const DmMaps *m, int xc, int xs, int y, uint64_t *bar) {
-    dm_bar_expect(bar, S::BYTES);
+    gpu_mbar_arrive_expect(bar, S::BYTES);
     dm_tma2d(d + S::KC, &m->kc, xc, y, bar);
     dm_tma2d(d + S::KS, &m->ks, xs, y, bar);
     dm_tma2d(d + S::VC, &m->vc, xc, y, bar);
@@ -563,16 +522,14 @@ static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args 
     if constexpr (BT) {
         const int pj = p0 + lane * stride;
         slot = lane < nr ? (bt[pj >> bs_log2] << bs_log2) | (pj & bmask) : 0;
-        const uint32_t sa = dm_su32(dsm); /* tensor copies land 128-byte aligned in the shared window */
+        const uint32_t sa = gpu_smem_u32(dsm); /* tensor copies land 128-byte aligned in the shared window */
         const int ring0 = (int)(((sa + (DEC_MAX_WARPS + 1) * G * (HD + 2) * (uint32_t)sizeof(float) + 127) & ~127u) - sa);
         ring = (char *)dsm + ring0 + warp * NS * S::BYTES;
         bars = (uint64_t *)((char *)dsm + ring0 + nw * NS * S::BYTES) + warp * NS;
         const int sb = g * (HD / 16);                                           /* the head's scale bytes */
         sbo = sb & 15, xs = kv_fmt<T>::elems(kv_dim) + (sb & ~15), xc = kv_fmt<T>::elems(g * HD);
-        if (lane == 0) {
-            for (int i = 0; i < NS; i++) dm_bar_init(&bars[i]);
-            dm_bar_fence_init();
-        }
+        if (lane == 0)
+            for (int i = 0; i < NS; i++) gpu_mbar_init(&bars[i]);
         /* rounds wholly before the position this step writes (RK: none of a split's rounds holds it) */
         if (maps->early)
             for (; issued < NS && issued < nr && (RK || p0 + issued * stride + NP < n_pos); issued++) {
@@ -743,7 +700,7 @@ static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args 
         }
         for (int i = 0; i < nr; i++, p0 += stride) { /* warp-uniform */
             const int k = i % NS, nx = i + NS;
-            dm_bar_wait(&bars[k], (uint32_t)(i / NS) & 1u);
+            gpu_mbar_wait(&bars[k], (uint32_t)(i / NS) & 1u);
             DmRound<HD, T, TU> cur;
             dm_lds<HD, T, TU>(cur, ring + k * S::BYTES, pe - p0, sbo);
             if (nx < nr) {
@@ -754,7 +711,7 @@ static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args 
                 const int y = __shfl_sync(0xffffffffu, slot, nx & 31);
                 __syncwarp(); /* every lane's reads of stage k before the copy that refills it */
                 if (lane == 0) {
-                    dm_fence_async();
+                    gpu_fence_proxy_async();
                     dm_bt_issue<S>(ring + k * S::BYTES, maps, xc, xs, y, &bars[k]);
                 }
             }

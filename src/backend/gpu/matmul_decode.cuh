@@ -911,7 +911,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
         it.wb = mvt_row_w(jobs, r0 + 1, &j, row_bytes);
     }
     if (lane == 0) {
-        for (int i = 0; i < S; i++) mm_mbar_init(bar + i);
+        for (int i = 0; i < S; i++) gpu_mbar_init(bar + i);
         for (int t = 0; t < (int)pre; t++)
             mvt_issue<P>(it, jobs, r1, nsteps, row_bytes, sb, ring + (size_t)t * P * sb, bar + t);
     }
@@ -924,7 +924,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     RF_STAMP(2);
     if (!F::F32X && bad) { /* exact f32 semantics for a non-finite xin (uniform per block) */
         mvp_rows_exact<F>(jobs, r0, r1, row_bytes, n_in, x, norm_w, scale, accum);
-        for (int64_t t = 0; t < pre; t++) mm_mbar_wait(bar + t, 0); /* no copy may outlive the block */
+        for (int64_t t = 0; t < pre; t++) gpu_mbar_wait(bar + t, 0); /* no copy may outlive the block */
         return;
     }
     const MvtX xl = mvt_x_lane(xs, n_in, lane);
@@ -933,7 +933,7 @@ __global__ void __launch_bounds__(MVP_THREADS, MvtTune<F>::B)
     uint32_t parity = 0;
     int64_t r = r0;
     for (int64_t t = 0; t < nt; t++) {
-        mm_mbar_wait(bar + slot, parity);
+        gpu_mbar_wait(bar + slot, parity);
         if (t == 0) RF_STAMP(4);
         uint8_t *sp = ring + (size_t)slot * P * sb;
         const int k0 = s * UN * ws, nr = P == 2 && r + 1 < r1 ? 2 : 1;

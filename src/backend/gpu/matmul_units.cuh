@@ -5,6 +5,7 @@
  * its raw words, load, dot); the decode matvecs k_mvp / k_mvt and the two-kernel k_mvq are templates
  * over them. Host and device: rf_gpu_mm_host_qdot runs them on the host against the f32 oracle.
  * Needs matmul_decoders.cuh and the definitions at the top of matmul.cu. */
+#include "mbarrier.cuh"
 
 /* 4 int8 x 4 int8 dot added to c (signed). */
 HD int mm_dp4a(int a, int b, int c) {
@@ -39,31 +40,12 @@ __device__ __forceinline__ int mm_dp4a_us(uint32_t a, int b, int c) {
 
 
 #ifndef RF_GPU_HIP
-/* Bulk copies into shared memory (the Hopper TMA unit, sm_90+), completed on an mbarrier: the
- * copy engine streams the bytes while the warps compute, holding no registers. Used by k_mvt only;
- * other targets never launch it (the bodies trap there). Contract of mm_bulk_load: dst and src
- * 16-byte aligned, bytes a multiple of 16 (< 2^20); one call per barrier phase, by one thread. */
-__device__ __forceinline__ uint32_t mm_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mm_mbar_init(uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mm_smem_u32(bar)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-    (void)bar;
-    __trap();
-#endif
-}
-/* One arrival on bar that expects `bytes` more transaction bytes in the current phase. */
-__device__ __forceinline__ void mm_mbar_arrive_expect(uint64_t *bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mm_smem_u32(bar)), "r"(bytes)
-                 : "memory");
-#else
-    (void)bar, (void)bytes;
-    __trap();
-#endif
-}
-/* One bulk copy whose bytes complete on bar (its arrival is mm_mbar_arrive_expect's). */
+/* Bulk copies into shared memory (the Hopper TMA unit, sm_90+), completed on an mbarrier
+ * (mbarrier.cuh): the copy engine streams the bytes while the warps compute, holding no registers.
+ * Used by k_mvt only; other targets never launch it (the bodies trap there). Contract of
+ * mm_bulk_load: dst and src 16-byte aligned, bytes a multiple of 16 (< 2^20); one call per barrier
+ * phase, by one thread. mm_bulk_copy: one bulk copy whose bytes complete on bar (its arrival is
+ * gpu_mbar_arrive_expect's). */
 __device__ __forceinline__ void mm_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Weights: evict-first in L2, as MM_LDW (matmul_decoders.cuh). The operand is the 64-bit L2
@@ -73,8 +55,8 @@ __device__ __forceinline__ void mm_bulk_copy(void *dst, const void *src, uint32_
     const uint64_t pol = 0x12F0000000000000ull;
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-            mm_smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(mm_smem_u32(bar)), "l"(pol)
+            gpu_smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(gpu_smem_u32(bar)), "l"(pol)
         : "memory");
 #else
     (void)dst, (void)src, (void)bytes, (void)bar;
@@ -82,32 +64,16 @@ __device__ __forceinline__ void mm_bulk_copy(void *dst, const void *src, uint32_
 #endif
 }
 __device__ __forceinline__ void mm_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-    mm_mbar_arrive_expect(bar, bytes);
+    gpu_mbar_arrive_expect(bar, bytes);
     mm_bulk_copy(dst, src, bytes, bar);
 }
 /* Two bulk copies completed on one barrier phase (one arrival for both); bytes_b may be 0 (no
  * second copy). Contract as mm_bulk_load's for each copy. */
 __device__ __forceinline__ void mm_bulk_load2(void *dst_a, const void *src_a, uint32_t bytes_a, void *dst_b,
                                               const void *src_b, uint32_t bytes_b, uint64_t *bar) {
-    mm_mbar_arrive_expect(bar, bytes_a + bytes_b);
+    gpu_mbar_arrive_expect(bar, bytes_a + bytes_b);
     mm_bulk_copy(dst_a, src_a, bytes_a, bar);
     if (bytes_b) mm_bulk_copy(dst_b, src_b, bytes_b, bar);
-}
-/* Waits until the barrier's phase with this parity (0 for the first use, then alternating) completed. */
-__device__ __forceinline__ void mm_mbar_wait(uint64_t *bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(mm_smem_u32(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
-#else
-    (void)bar, (void)parity;
-    __trap();
-#endif
 }
 #endif
 
