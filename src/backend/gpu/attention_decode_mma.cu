@@ -916,7 +916,10 @@ static size_t dec_bt_smem(uint32_t kv_type, int hd, int G, bool rk) {
 typedef CUresult (*dm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-/* The four tensor maps of a layer's caches (cached by cache address; 0 on failure). */
+/* The four tensor maps of a layer's caches: K and V, codes and scales, each a 2D map of bytes (row
+ * bytes x 2^28 slots, a bound: the kernel reads only slots of the block table, < 2^28) with boxes of
+ * one head's code bytes or 16 scale bytes by np rows. Kept per cache address and shape (a process-
+ * wide table, not thread-safe, like the other launch caches here); 0 when the driver makes none. */
 static int dm_bt_maps(const rf_gpu_attn_args *a, int np, DmMaps *out) {
     static struct {
         const void *k, *v;
@@ -1030,6 +1033,8 @@ int rf_attn_dec_tc_launch(gpuStream_t st, const rf_gpu_attn_args *a, int n_split
 #if RF_GPU_CUDA
     const int G = a->n_head / a->n_kv_head;
     dim3 grid((unsigned)(a->n_tokens * a->n_kv_head), (unsigned)n_split);
+    /* the tensor-copy rounds where they apply; where the driver makes no tensor maps, the register
+     * rounds of the same kernel (the same arithmetic, on the GPU) */
     DmMaps maps;
     const bool rk = a->k_new != NULL;
     if (dec_bt_ok(a) && dm_bt_maps(a, dec_bt_np(a->kv_type, a->head_dim, rk), &maps)) {
