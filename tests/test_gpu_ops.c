@@ -329,7 +329,7 @@ static void attention_xq_check(const char *label, const rf_step *ds, const rf_at
         void *zero = calloc(1, sb), *scr = dput(zero, sb);
         rf_gpu_attn_args a = {1,         n_head,   dims->n_kv_head, hd,  dims->scale, ds->block_size, ds->max_blocks,
                               ds->pos,   ds->seq_row, ds->block_table, dq, dkc,      dvc,             kvt,
-                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL, si < 3 ? 8 : 1, tc};
+                              dout,      dxq,      dxd,             {0},  NULL,       NULL,           NULL, si < 3 ? 8 : 1, tc, 0};
         for (size_t i = 0; i < nq; i++) got[i] = -77.0f;
         be->ops->upload(be, dout, got, sizeof(float) * nq);
         int rc = rf_gpu_attention_decode(rf_gpu_backend_stream(be), &a, ns, (float *)scr);
@@ -650,7 +650,7 @@ static void rope_attention_case(int n_head, int n_kv, int hd, int mode, int n_ro
             rf_gpu_attn_args a = {1,       n_head,     n_kv,     hd,   dims.scale, ds.block_size, ds.max_blocks,
                                   ds.pos,  ds.seq_row, ds.block_table, dq, dkc,    dvc,           kvt,
                                   dout,    dxq,        dxd,      rope, dk,         dv,            ds.slot,
-                                  rf_gpu_attn_decode_gb(n_head, n_kv, len), tc};
+                                  rf_gpu_attn_decode_gb(n_head, n_kv, len), tc, 0};
             const int fusable = hd % 32 == 0 && rf_gpu_attn_decode_rope_ok(&a, &rope, dk, dv, splits[si][0], 0);
             if (fusable) {
                 be->ops->upload(be, dout, poison, 4 * qd);
@@ -904,7 +904,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
         seq[0] = 0;
         int32_t *dpos = dput(pos, 4), *dseq = dput(seq, 4);
         rf_gpu_attn_args a = {1, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0};
+                              kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0, 0};
         const double mb = 2.0 * ctxs[ci] * rb / 1e6;
         double us = 0;
         /* the f32 kernels, then the tensor-core kernel where the shape has one (each with the
@@ -971,7 +971,7 @@ static void bench_attn_shape(const char *name, int n_head, int n_kv, int hd, uin
     for (int i = 0; i < 512; i++) { pos[i] = i; seq[i] = 0; }
     int32_t *dpos = dput(pos, 4 * 512), *dseq = dput(seq, 4 * 512);
     rf_gpu_attn_args a = {512, n_head, n_kv, hd, 1.0f / sqrtf((float)hd), bsz, max_blocks, dpos, dseq, dbt, q, kc, vc,
-                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0};
+                          kvt, out, NULL, NULL, {0}, NULL, NULL, NULL, 0, 0, 0};
     c.a = a;
 #ifdef RF_GPU_ATTN_TC
     for (int tc = 1; tc >= 0; tc--) {

@@ -169,9 +169,13 @@ template <int HD, typename T, int NP> struct DmStage {
     static constexpr int KC = 0, KS = NP * CB, VC = KS + NP * 16, VS = VC + NP * CB, BYTES = VS + NP * 16;
     static_assert(KS % 128 == 0 && VC % 128 == 0 && VS % 128 == 0 && BYTES % 128 == 0, "tensor copies land 128-byte aligned");
 };
-/* Ring stages per warp (rounds in flight). */
+/* Ring stages per warp (rounds in flight): two, but one for the rope-fused q8_0 instance at
+ * head_dim 128 (RK_BT_NS_Q8), whose two stages of 9 KB per warp would cost it a block per SM. */
 #ifndef DM_BT_NS
 #define DM_BT_NS 2
+#endif
+#ifndef RK_BT_NS_Q8
+#define RK_BT_NS_Q8 1
 #endif
 /* One box of map m at (x bytes, row y) into dst (128-byte aligned), completing on bar. */
 static __device__ __forceinline__ void dm_tma2d(void *dst, const CUtensorMap *m, int x, int y, uint64_t *bar) {
@@ -481,10 +485,11 @@ static __device__ __forceinline__ float4 dm_rope4(float4 v, float4 p, int d, int
  * q4_0 cache -0.4% / -4.3%; docs/PERF.md, fifty-third session). The block writes its output itself
  * (one split) or the last split block of the group merges the partials (counters,
  * dec_combine_last), as attn_dec_kernel's fused combine. */
-template <int HD, typename T, int TU, int NT, bool RK, bool BT>
+template <int HD, typename T, int TU, int NT, bool RK, int NS>
 static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args &a, float *part, int *counters,
                                                          const DmMaps *maps) {
     RF_STAMPS_BEGIN;
+    constexpr bool BT = NS > 0; /* rounds by tensor copies through a ring of NS stages per warp */
     constexpr int NP = 16 * TU;
     static_assert(NP <= 32, "a lane looks up one position's slot per round: rounds of at most 32 positions");
     constexpr bool Q = kv_fmt<T>::Q8 || kv_fmt<T>::Q4, F16 = std::is_same<T, __half>::value;
@@ -515,7 +520,6 @@ static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args 
     /* BT: lane j holds the slot of the first position of this warp's round j (of the first 32) */
     const int bmask = a.block_size - 1, nr = p0 < pe ? (pe - p0 + stride - 1) / stride : 0;
     typedef DmStage<HD, T, NP> S;
-    constexpr int NS = DM_BT_NS;
     char *ring = NULL;
     uint64_t *bars = NULL;
     int xs = 0, xc = 0, sbo = 0, issued = 0;
@@ -768,14 +772,14 @@ static __device__ __forceinline__ void attn_dec_mma_body(const rf_gpu_attn_args 
 template <int HD, typename T, int TU, int NT, int MINB, bool RK>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_kernel(rf_gpu_attn_args a, float *part,
                                                                                int *counters) {
-    attn_dec_mma_body<HD, T, TU, NT, RK, false>(a, part, counters, nullptr);
+    attn_dec_mma_body<HD, T, TU, NT, RK, 0>(a, part, counters, nullptr);
 }
 /* The q8_0 / q4_0 instances with their rounds by tensor copies (BT, sm_90). */
-template <int HD, typename T, int TU, int NT, int MINB, bool RK>
+template <int HD, typename T, int TU, int NT, int MINB, bool RK, int NS>
 static __global__ void __launch_bounds__(DM_THREADS, MINB) attn_dec_mma_bt_kernel(rf_gpu_attn_args a, float *part,
                                                                                   int *counters,
                                                                                   const __grid_constant__ DmMaps maps) {
-    attn_dec_mma_body<HD, T, TU, NT, RK, true>(a, part, counters, &maps);
+    attn_dec_mma_body<HD, T, TU, NT, RK, NS>(a, part, counters, &maps);
 }
 #endif
 
@@ -885,8 +889,9 @@ static dec_tc_fn dec_tc_kernel_rk(uint32_t kv_type, int hd) {
 }
 /* The q8_0 / q4_0 instances with their rounds by tensor copies (BT, attn_dec_mma_bt_kernel), taken on
  * sm_90 where the cache's block size is a power of two >= the round, for one tile of heads (G <= 8),
- * where they keep the blocks per SM of the instance they replace (so not the rope-fused q8_0 one at
- * head_dim 128: its two stages of 9 KB per warp leave 2 blocks per SM, not 3). RF_GPU_ATTN_TMA=0:
+ * where they keep the blocks per SM of the instance they replace (the rope-fused q8_0 one at
+ * head_dim 128 with one ring stage: two stages of 9 KB per warp left 2 blocks per SM, not 3, -8.7%
+ * at 8k), and from the context where they gain (dec_bt_min_pos). RF_GPU_ATTN_TMA=0:
  * never (A/B runs); 1: the first rounds issued after the grid dependency wait; 2 (the default):
  * before it where that is safe. H200, against the register rounds: 7B Q4_K_M with a q4_0 cache
  * +4.3% / +4.7% after 8k / 32k tokens (+0.3% after 512); the 1B F16 file with q8_0 +2.0% / +1.5%,
@@ -896,11 +901,11 @@ static dec_tc_fn dec_tc_kernel_rk(uint32_t kv_type, int hd) {
 typedef void (*dec_tc_bt_fn)(rf_gpu_attn_args, float *, int *, DmMaps);
 static dec_tc_bt_fn dec_tc_kernel_bt(uint32_t kv_type, int hd, bool rk) {
     if (kv_type == RF_TYPE_Q4_0) {
-        if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 2, true> : attn_dec_mma_bt_kernel<128, kv_q4, RK_TU_Q4, 1, RK_MINB_Q4, true>;
-        return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 4, false> : attn_dec_mma_bt_kernel<128, kv_q4, DM_TU_Q4, 1, DM_MINB_Q4, false>;
+        if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 2, true, DM_BT_NS> : attn_dec_mma_bt_kernel<128, kv_q4, RK_TU_Q4, 1, RK_MINB_Q4, true, DM_BT_NS>;
+        return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q4, 2, 1, 4, false, DM_BT_NS> : attn_dec_mma_bt_kernel<128, kv_q4, DM_TU_Q4, 1, DM_MINB_Q4, false, DM_BT_NS>;
     }
-    if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 2, true> : attn_dec_mma_bt_kernel<128, kv_q8, RK_TU_Q8, 1, RK_MINB_Q8, true>;
-    return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 4, false> : attn_dec_mma_bt_kernel<128, kv_q8, DM_TU_Q8, 1, DM_MINB_Q8, false>;
+    if (rk) return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 2, true, DM_BT_NS> : attn_dec_mma_bt_kernel<128, kv_q8, RK_TU_Q8, 1, RK_MINB_Q8, true, RK_BT_NS_Q8>;
+    return hd == 64 ? attn_dec_mma_bt_kernel<64, kv_q8, 2, 1, 4, false, DM_BT_NS> : attn_dec_mma_bt_kernel<128, kv_q8, DM_TU_Q8, 1, DM_MINB_Q8, false, DM_BT_NS>;
 }
 /* Positions per round of that instance. */
 static int dec_bt_np(uint32_t kv_type, int hd, bool rk) {
@@ -908,10 +913,14 @@ static int dec_bt_np(uint32_t kv_type, int hd, bool rk) {
     if (kv_type == RF_TYPE_Q4_0) return 16 * (rk ? RK_TU_Q4 : DM_TU_Q4);
     return 16 * (rk ? RK_TU_Q8 : DM_TU_Q8);
 }
+/* Ring stages per warp of that instance. */
+static int dec_bt_ns(uint32_t kv_type, int hd, bool rk) {
+    return kv_type == RF_TYPE_Q8_0 && hd == 128 && rk ? RK_BT_NS_Q8 : DM_BT_NS;
+}
 static size_t dec_bt_smem(uint32_t kv_type, int hd, int G, bool rk) {
     const int np = dec_bt_np(kv_type, hd, rk), cb = kv_type == RF_TYPE_Q4_0 ? hd / 2 : hd;
     const size_t base = sizeof(float) * (DEC_MAX_WARPS + 1) * (size_t)G * (hd + 2);
-    return base + 128 + (size_t)(DM_THREADS / 32) * DM_BT_NS * ((size_t)np * (2 * cb + 32) + 8);
+    return base + 128 + (size_t)(DM_THREADS / 32) * dec_bt_ns(kv_type, hd, rk) * ((size_t)np * (2 * cb + 32) + 8);
 }
 typedef CUresult (*dm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
@@ -969,6 +978,17 @@ static int dm_bt_maps(const rf_gpu_attn_args *a, int np, DmMaps *out) {
     *out = m;
     return 1;
 }
+/* The context from which that instance beats the register rounds (rf_gpu_attn_args.n_pos_hint),
+ * measured on an H200 (tg128 after N tokens, against the register rounds; docs/PERF.md,
+ * fifty-seventh session): the rope-fused q8_0 instance at head_dim 128 (one stage) loses 0.9% /
+ * 1.0% at 0 / 1k, is level at 2k and gains 1.4% / 3.0% / 4.9% at 4k / 8k / 32k (7B Q4_K_M); the
+ * plain head_dim-128 instances (8B shape, GQA groups of 4): q8_0 -0.3% / -1.4% / +0.9% at 2k / 8k
+ * / 32k, q4_0 -0.6% / +0.2% / +2.3%. The others gain from 512 positions (fifty-sixth session). */
+static int dec_bt_min_pos(uint32_t kv_type, int hd, bool rk) {
+    if (hd == 64 || (rk && kv_type == RF_TYPE_Q4_0)) return 0;
+    if (rk) return 2048;
+    return kv_type == RF_TYPE_Q8_0 ? 16384 : 8192;
+}
 /* The BT instance takes this launch (see dec_tc_kernel_bt): where it runs and keeps the blocks per
  * SM of the instance it replaces (the split count was sized by those). */
 static int dec_tc_resident_fn(const void *fn, size_t smem) {
@@ -985,6 +1005,7 @@ static bool dec_bt_ok(const rf_gpu_attn_args *a) {
         return false;
     const int bs = a->block_size;
     if (bs < dec_bt_np(a->kv_type, a->head_dim, rk) || (bs & (bs - 1))) return false;
+    if (a->n_pos_hint > 0 && a->n_pos_hint < dec_bt_min_pos(a->kv_type, a->head_dim, rk)) return false;
     static signed char fits[2][2][2][9]; /* [q4][hd 128][rk][G]: 1 yes, -1 no */
     signed char &f = fits[a->kv_type == RF_TYPE_Q4_0][a->head_dim == 128][rk][G];
     if (!f) {

@@ -402,7 +402,7 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                           st->block_size, st->max_blocks, st->pos,        st->seq_row, st->block_table,
                           q,              k_cache,        v_cache,        d->kv_type,  out,
                           NULL,           NULL,           {0},            NULL,        NULL,
-                          NULL,           0,              0};
+                          NULL,           0,              0,           0};
     int mode = g->attn_mode;
     if (mode == 0) mode = st->n_tokens <= 8 ? 1 : 2;
     if (mode == 1) {
@@ -415,6 +415,7 @@ static void attend(rf_backend *be, const rf_step *st, const rf_attn_dims *d, con
                                                                     d->head_dim, d->kv_type, st->max_pos + 1, g->n_sm);
         a.gb = g->attn_gb > 0 ? g->attn_gb : rf_gpu_attn_decode_gb(d->n_head, d->n_kv_head, st->max_pos + 1);
         a.tc = rf_gpu_attn_decode_tc(d->n_head, d->n_kv_head, d->head_dim, d->kv_type, st->max_pos + 1);
+        a.n_pos_hint = st->max_pos + 1;
         /* The scratch is sized on first use for the most splits any decode batch (1..8 tokens)
          * can get at any context (the longest, the longest with one head per block and the longest
          * before the tensor-core kernel): a captured graph keeps the scratch pointer, so the buffer

@@ -76,6 +76,9 @@ typedef struct {
      * q and the caches 16-byte aligned), 0 the f32 kernels. Asked for where it cannot run: the
      * launcher returns an invalid-value error. */
     int tc;
+    /* Decode: the longest context this launch is expected at (the host's max_pos + 1; a graph is
+     * captured per 256-position bucket), for speed choices that depend on it; 0: none given. */
+    int n_pos_hint;
 } rf_gpu_attn_args;
 /* Largest head_dim the attention kernels take. */
 #define RF_GPU_ATTN_MAX_HEAD_DIM 256
