@@ -982,8 +982,9 @@ static int dm_bt_maps(const rf_gpu_attn_args *a, int np, DmMaps *out) {
  * measured on an H200 (tg128 after N tokens, against the register rounds; docs/PERF.md,
  * fifty-seventh session): the rope-fused q8_0 instance at head_dim 128 (one stage) loses 0.9% /
  * 1.0% at 0 / 1k, is level at 2k and gains 1.4% / 3.0% / 4.9% at 4k / 8k / 32k (7B Q4_K_M); the
- * plain head_dim-128 instances (8B shape, GQA groups of 4): q8_0 -0.3% / -1.4% / +0.9% at 2k / 8k
- * / 32k, q4_0 -0.6% / +0.2% / +2.3%. The others gain from 512 positions (fifty-sixth session). */
+ * plain head_dim-128 instances (8B shape, GQA groups of 4): q8_0 -0.3% / -1.5% / +0.8% / +1.1% at
+ * 2k / 8k / 16k / 32k, q4_0 -0.6% / +0.2% / +2.3% at 2k / 8k / 32k. The others gain from 512
+ * positions (fifty-sixth session). */
 static int dec_bt_min_pos(uint32_t kv_type, int hd, bool rk) {
     if (hd == 64 || (rk && kv_type == RF_TYPE_Q4_0)) return 0;
     if (rk) return 2048;
