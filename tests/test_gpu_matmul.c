@@ -1,4 +1,4 @@
-/* GPU matmul (src/backend/gpu/matmul.cu) against the CPU oracle.
+/* GPU matmul (src/backend/gpu/matmul.cu, matmul_formats.cu) against the CPU oracle.
  *
  * 1. Host decode check (no GPU needed): the device block decoders, run on the host through
  *    rf_gpu_mm_host_decode, must equal rf_dequantize_row bit for bit on random blocks of every

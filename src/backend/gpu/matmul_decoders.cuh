@@ -1,10 +1,11 @@
-/* matmul_decoders.cuh: the block decoders of matmul.cu (included once, by matmul.cu only).
+/* matmul_decoders.cuh: the block decoders of the matmul sources (included once, by
+ * matmul_common.cuh).
  *
  * The GPU twins of core/quant.c's dequantizers: struct Dec<T> decodes one chunk of a weight row into
  * f32, bit-exact with quant.c (host and device: rf_gpu_mm_host_decode checks them without a GPU);
  * Qd<D> is the same decoder split into integer values and per-group scales for the f32 matvec
  * kernels. The device-only X8 layouts (rf_gpu_mm_repack) are decoded here too. Needs gpu_port.h and
- * the MM_* definitions at the top of matmul.cu. */
+ * the MM_* definitions of matmul_common.cuh. */
 
 /* ---- Scalar helpers --------------------------------------------------------------------- */
 

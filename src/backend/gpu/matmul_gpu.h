@@ -1,5 +1,6 @@
-/* matmul_gpu.h: weight-times-activation products on the GPU (CUDA or HIP, one source:
- * matmul.cu), directly on every supported GGUF weight type.
+/* matmul_gpu.h: weight-times-activation products on the GPU (CUDA or HIP from the same sources:
+ * matmul.cu, with the device layouts and host-side runs in matmul_formats.cu), directly on every
+ * supported GGUF weight type.
  *
  *   y[n][n_out] = x[n][n_in] * W^T (+ bias[n_out])
  *

@@ -1,10 +1,10 @@
-/* matmul_units.cuh: the int8-activation unit formats of matmul.cu (included once, by matmul.cu
- * only).
+/* matmul_units.cuh: the int8-activation unit formats of the matmul sources (included once, by
+ * matmul_common.cuh).
  *
  * A unit is the part of a weight block one lane loads and dots with int8 x per step (struct V* below:
  * its raw words, load, dot); the decode matvecs k_mvp / k_mvt and the two-kernel k_mvq are templates
  * over them. Host and device: rf_gpu_mm_host_qdot runs them on the host against the f32 oracle.
- * Needs matmul_decoders.cuh and the definitions at the top of matmul.cu. */
+ * Needs matmul_decoders.cuh and the definitions of matmul_common.cuh before it. */
 #include "mbarrier.cuh"
 
 /* 4 int8 x 4 int8 dot added to c (signed). */
